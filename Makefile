@@ -1,0 +1,31 @@
+# Two commands do everything on a fresh machine with Python 3.11:
+#   make reproduce   set up .venv and run the whole pipeline at the default scale (ends with the report path)
+#   make test        set up .venv with the test extras and run the test suite
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+CORES  ?= 2
+SNAKEMAKE_ARGS ?=
+
+.PHONY: reproduce test install clean-results
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall when the dependency list changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+reproduce: install
+	$(BIN)/snakemake --profile profiles/default --cores $(CORES) $(SNAKEMAKE_ARGS)
+	@echo "Report: $(CURDIR)/results/report/index.html"
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean-results:
+	rm -rf results .snakemake

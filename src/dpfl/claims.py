@@ -1,0 +1,334 @@
+"""Machine checks of the papers' claims on a figure's tidy table (spec D7).
+
+A claim (config/papers/<id>.yaml, `claims:`) is a list of checks; each check is one comparison of
+rows of the table, chosen by column values ("selectors"). Verdicts:
+  pass          every compared point satisfies the claim;
+  fail          some point violates it by more than the tolerance;
+  inconclusive  no violation beyond the tolerance, but some point is within it (or nothing to compare);
+  stand-in      the table was computed on synthetic stand-in data: not evidence (the underlying verdict
+                is kept in `verdict_on_data`).
+A claim's verdict is the worst of its checks (fail > inconclusive > pass). Each check returns the
+numbers behind its verdict so that a reader can judge the margin.
+
+Check kinds (keys in brackets are optional):
+  compare           left OP factor·right, pointwise on x [match_on: other columns that pair rows]
+  order             for `by` = values[0], values[1], …: y[v0] OP y[v1] OP …, pointwise [group_by]
+  monotone          y strictly/weakly increasing or decreasing in x within each group [group_by]
+  bounds            lower ≤ value ≤ upper; lower/upper are numbers or column names [column]
+  near              |y(x) − target| ≤ rel_tol·|target|
+  ratio             min ≤ numerator/denominator ≤ max, pointwise [interpolate: loglog]
+  successive_ratio  y[i+1]/y[i] ≥ min along x
+  crossing          x where each curve first reaches the line (identity: y = x); first's crossing must
+                    lie at a larger x than second's, when both exist [match_on]
+All kinds accept `select` (rows to use), `where_x` (gt/ge/lt/le), `column` (default y) and `tol`.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import pandas as pd
+
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+SEVERITY = {"pass": 0, "inconclusive": 1, "fail": 2}
+
+
+class ClaimSpecError(ValueError):
+    """A claim's check refers to rows or columns the table does not have."""
+
+
+# --------------------------------------------------------------------------------------------------
+# selection helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _matches(series: pd.Series, value) -> pd.Series:
+    values = value if isinstance(value, list) else [value]
+    mask = pd.Series(False, index=series.index)
+    for v in values:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and pd.api.types.is_numeric_dtype(series):
+            mask |= np.isclose(series.astype(float), float(v), rtol=1e-12, atol=0)
+        else:
+            mask |= series.astype(str) == str(v)
+    return mask
+
+
+def select(df: pd.DataFrame, selector: dict | None, where_x: dict | None = None) -> pd.DataFrame:
+    out = df
+    for col, value in (selector or {}).items():
+        if col not in out:
+            raise ClaimSpecError(f"selector column {col!r} is not in the table (columns: {', '.join(df.columns)})")
+        out = out[_matches(out[col], value)]
+    for key, bound in (where_x or {}).items():
+        out = out[OPS[{"gt": ">", "ge": ">=", "lt": "<", "le": "<="}[key]](out["x"], bound)]
+    return out
+
+
+def _need_rows(d: pd.DataFrame, what: str, check: dict) -> None:
+    if d.empty:
+        raise ClaimSpecError(f"{what} selects no rows (check {check})")
+
+
+def _verdict(violations: int, within_tol: int) -> str:
+    if violations:
+        return "fail"
+    return "inconclusive" if within_tol else "pass"
+
+
+def _pointwise(lhs: np.ndarray, rhs: np.ndarray, op: str, tol: float) -> dict:
+    """Evaluate lhs OP rhs pointwise; margin > 0 means satisfied (in the units of the values)."""
+    lhs, rhs = np.asarray(lhs, float), np.asarray(rhs, float)
+    margin = (rhs - lhs) if op in ("<", "<=") else (lhs - rhs)
+    ok = OPS[op](lhs, rhs)
+    near = np.abs(margin) <= tol if tol > 0 else np.zeros(len(lhs), bool)
+    violations = int(np.sum(~ok & ~near))
+    within = int(np.sum(near))
+    return {"ok": ok, "margin": margin, "violations": violations, "within_tol": within}
+
+
+# --------------------------------------------------------------------------------------------------
+# check kinds
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_compare(df, c):
+    col, tol = c.get("column", "y"), c.get("tol", 0.0)
+    keys = ["x"] + c.get("match_on", [])
+    left = select(df, {**c.get("select", {}), **c["left"]}, c.get("where_x"))
+    right = select(df, {**c.get("select", {}), **c["right"]}, c.get("where_x"))
+    _need_rows(left, "left", c)
+    _need_rows(right, "right", c)
+    pair = left[keys + [col]].merge(right[keys + [col]], on=keys, suffixes=("_left", "_right"))
+    if pair.empty:
+        raise ClaimSpecError(f"left and right share no {keys} values (check {c})")
+    factor = c.get("factor", 1.0)
+    res = _pointwise(pair[f"{col}_left"], factor * pair[f"{col}_right"], c["op"], tol)
+    worst = int(np.argmin(res["margin"]))
+    return _verdict(res["violations"], res["within_tol"]), {
+        "points": len(pair),
+        "violations": res["violations"],
+        "worst_margin": float(res["margin"][worst]),
+        "worst_at": {k: _py(pair[k].iloc[worst]) for k in keys},
+        "left_at_worst": float(pair[f"{col}_left"].iloc[worst]),
+        "right_at_worst": float(factor * pair[f"{col}_right"].iloc[worst]),
+    }
+
+
+def _check_order(df, c):
+    col, tol = c.get("column", "y"), c.get("tol", 0.0)
+    base = select(df, c.get("select"), c.get("where_x"))
+    groups = c.get("group_by", [])
+    keys = ["x"] + groups
+    total = {"points": 0, "violations": 0, "within_tol": 0, "worst_margin": np.inf, "worst_at": None}
+    values = c["values"]
+    for a, b in zip(values[:-1], values[1:]):
+        lo = select(base, {c["by"]: a})
+        hi = select(base, {c["by"]: b})
+        _need_rows(lo, f"{c['by']} = {a}", c)
+        _need_rows(hi, f"{c['by']} = {b}", c)
+        pair = lo[keys + [col]].merge(hi[keys + [col]], on=keys, suffixes=("_a", "_b"))
+        res = _pointwise(pair[f"{col}_a"], pair[f"{col}_b"], c["op"], tol)
+        total["points"] += len(pair)
+        total["violations"] += res["violations"]
+        total["within_tol"] += res["within_tol"]
+        if len(pair):
+            i = int(np.argmin(res["margin"]))
+            if res["margin"][i] < total["worst_margin"]:
+                total["worst_margin"] = float(res["margin"][i])
+                total["worst_at"] = {"pair": [_py(a), _py(b)], **{k: _py(pair[k].iloc[i]) for k in keys}}
+    if total["points"] == 0:
+        return "inconclusive", {**total, "reason": "nothing to compare"}
+    return _verdict(total["violations"], total["within_tol"]), total
+
+
+def _groups(d: pd.DataFrame, group_by: list[str]):
+    if not group_by:
+        yield "all", d
+        return
+    for key, g in d.groupby(group_by, sort=True):
+        yield "/".join(map(str, key if isinstance(key, tuple) else (key,))), g
+
+
+def _check_monotone(df, c):
+    col, tol = c.get("column", "y"), c.get("tol", 0.0)
+    d = select(df, c.get("select"), c.get("where_x"))
+    _need_rows(d, "select", c)
+    strict = c.get("strict", True)
+    out = {"groups": 0, "violations": 0, "min_step": None, "worst_group": None}
+    worst = np.inf
+    for name, g in _groups(d, c.get("group_by", [])):
+        y = g.sort_values("x")[col].to_numpy(float)
+        steps = np.diff(y) if c["direction"] == "increasing" else -np.diff(y)
+        bad = (steps <= tol) if strict else (steps < -tol)
+        out["groups"] += 1
+        out["violations"] += int(bad.sum())
+        if len(steps) and steps.min() < worst:
+            worst, out["worst_group"] = float(steps.min()), name
+    out["min_step"] = None if worst == np.inf else worst
+    return ("fail" if out["violations"] else "pass"), out
+
+
+def _side(d: pd.DataFrame, bound):
+    if bound is None:
+        return None
+    return d[bound].to_numpy(float) if isinstance(bound, str) else np.full(len(d), float(bound))
+
+
+def _check_bounds(df, c):
+    col = c.get("column", "y")
+    d = select(df, c.get("select"), c.get("where_x"))
+    _need_rows(d, "select", c)
+    v = d[col].to_numpy(float)
+    bad = np.zeros(len(d), bool)
+    out = {"points": len(d), "min": float(np.min(v)), "max": float(np.max(v))}
+    lo, hi = _side(d, c.get("lower")), _side(d, c.get("upper"))
+    if lo is not None:
+        bad |= (v <= lo) if c.get("lower_strict") else (v < lo)
+        out["min_margin_lower"] = float(np.min(v - lo))
+    if hi is not None:
+        bad |= (v >= hi) if c.get("upper_strict") else (v > hi)
+        out["min_margin_upper"] = float(np.min(hi - v))
+    bad |= np.isnan(v)
+    out["violations"] = int(bad.sum())
+    return ("fail" if out["violations"] else "pass"), out
+
+
+def _check_near(df, c):
+    col = c.get("column", "y")
+    d = select(df, c.get("select"))
+    d = d[np.isclose(d["x"], c["x"])]
+    _need_rows(d, f"x = {c['x']}", c)
+    value = float(d[col].iloc[0])
+    rel = abs(value - c["target"]) / abs(c["target"])
+    return ("pass" if rel <= c["rel_tol"] else "fail"), {
+        "x": c["x"], "value": value, "target": c["target"], "rel_error": rel, "rel_tol": c["rel_tol"]}
+
+
+def _curve_at(d: pd.DataFrame, xs: np.ndarray, col: str, how: str) -> np.ndarray:
+    d = d.sort_values("x")
+    x, y = d["x"].to_numpy(float), d[col].to_numpy(float)
+    if how == "loglog":
+        return np.exp(np.interp(np.log(xs), np.log(x), np.log(y), left=np.nan, right=np.nan))
+    if how == "linear":
+        return np.interp(xs, x, y, left=np.nan, right=np.nan)
+    return np.array([y[np.isclose(x, xi)][0] if np.isclose(x, xi).any() else np.nan for xi in xs])
+
+
+def _check_ratio(df, c):
+    col = c.get("column", "y")
+    num = select(df, {**c.get("select", {}), **c["numerator"]}, c.get("where_x"))
+    den = select(df, {**c.get("select", {}), **c["denominator"]}, c.get("where_x"))
+    _need_rows(num, "numerator", c)
+    _need_rows(den, "denominator", c)
+    how = c.get("interpolate", "none")
+    xs = np.union1d(num["x"], den["x"]) if how != "none" else np.intersect1d(num["x"], den["x"])
+    all_num, all_den = select(df, {**c.get("select", {}), **c["numerator"]}), select(df, {**c.get("select", {}), **c["denominator"]})
+    ratio = _curve_at(all_num, xs, col, how) / _curve_at(all_den, xs, col, how)
+    keep = np.isfinite(ratio)
+    xs, ratio = xs[keep], ratio[keep]
+    if len(xs) == 0:
+        return "inconclusive", {"reason": "no x where both sides are defined"}
+    bad = np.zeros(len(xs), bool)
+    if "min" in c:
+        bad |= ratio < c["min"]
+    if "max" in c:
+        bad |= ratio > c["max"]
+    i_max, i_min = int(np.argmax(ratio)), int(np.argmin(ratio))
+    return ("fail" if bad.any() else "pass"), {
+        "points": len(xs), "violations": int(bad.sum()), "min_ratio": float(ratio[i_min]), "at_x_min": float(xs[i_min]),
+        "max_ratio": float(ratio[i_max]), "at_x_max": float(xs[i_max]), "bounds": [c.get("min"), c.get("max")],
+        "interpolate": how, "violating_x": [float(v) for v in xs[bad]]}
+
+
+def _check_successive_ratio(df, c):
+    col = c.get("column", "y")
+    d = select(df, c.get("select"), c.get("where_x")).sort_values("x")
+    _need_rows(d, "select", c)
+    y = d[col].to_numpy(float)
+    ratios = y[1:] / y[:-1]
+    bad = ratios <= c["min"]
+    return ("fail" if bad.any() else "pass"), {
+        "ratios": {f"{_py(a)}->{_py(b)}": float(r) for a, b, r in zip(d["x"].iloc[:-1], d["x"].iloc[1:], ratios)},
+        "min": c["min"], "violations": int(bad.sum())}
+
+
+def _crossing(d: pd.DataFrame, col: str) -> float | None:
+    """Smallest x at which y ≥ x (linear interpolation between grid points); None if it never does."""
+    d = d.sort_values("x")
+    x, gap = d["x"].to_numpy(float), d[col].to_numpy(float) - d["x"].to_numpy(float)
+    idx = np.flatnonzero(gap >= 0)
+    if len(idx) == 0:
+        return None
+    i = idx[0]
+    if i == 0:
+        return float(x[0])
+    return float(x[i - 1] + (x[i] - x[i - 1]) * (-gap[i - 1]) / (gap[i] - gap[i - 1]))
+
+
+def _check_crossing(df, c):
+    col = c.get("column", "y")
+    if c.get("line", "identity") != "identity":
+        raise ClaimSpecError("crossing: only line 'identity' (y = x) is supported")
+    first = select(df, {**c.get("select", {}), **c["first"]}, c.get("where_x"))
+    second = select(df, {**c.get("select", {}), **c["second"]}, c.get("where_x"))
+    _need_rows(first, "first", c)
+    _need_rows(second, "second", c)
+    out, verdicts = {}, []
+    for name, g1 in _groups(first, c.get("match_on", [])):
+        g2 = second if not c.get("match_on") else second.merge(g1[c["match_on"]].drop_duplicates(), on=c["match_on"])
+        x1, x2 = _crossing(g1, col), _crossing(g2, col)
+        if x1 is not None and x2 is not None:
+            verdicts.append("pass" if x1 > x2 else "fail")
+        elif x1 is None and x2 is not None:
+            verdicts.append("pass")  # first never becomes vacuous on the grid, second does
+        elif x1 is not None and x2 is None:
+            verdicts.append("fail")
+        else:
+            verdicts.append("inconclusive")
+        out[name] = {"first_crossing": x1, "second_crossing": x2}
+    return max(verdicts, key=SEVERITY.get), {"crossings": out}
+
+
+CHECKS = {
+    "compare": _check_compare,
+    "order": _check_order,
+    "monotone": _check_monotone,
+    "bounds": _check_bounds,
+    "near": _check_near,
+    "ratio": _check_ratio,
+    "successive_ratio": _check_successive_ratio,
+    "crossing": _check_crossing,
+}
+
+
+def _py(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def evaluate_claim(df: pd.DataFrame, claim: dict, data_source: str) -> dict:
+    results = []
+    for check in claim["checks"]:
+        verdict, numbers = CHECKS[check["kind"]](df, check)
+        results.append({"check": check, "verdict": verdict, "numbers": numbers})
+    verdict = max((r["verdict"] for r in results), key=SEVERITY.get)
+    out = {
+        "id": claim["id"],
+        "claim": claim["claim"],
+        "note": claim.get("note", ""),
+        "verdict": "stand-in" if data_source == "standin" else verdict,
+        "verdict_on_data": verdict,
+        "checks": results,
+    }
+    return out
+
+
+def evaluate(df: pd.DataFrame, claims: list[dict], data_source: str) -> list[dict]:
+    """Evaluate every claim of a figure; a check that cannot be evaluated raises ClaimSpecError."""
+    return [evaluate_claim(df, claim, data_source) for claim in claims]
+
+
+def summarize_check(check: dict) -> str:
+    """A one-line human description of a check (for the report)."""
+    c = {k: v for k, v in check.items() if k != "kind"}
+    return f"{check['kind']}(" + ", ".join(f"{k}={v}" for k, v in c.items()) + ")"

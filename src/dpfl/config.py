@@ -1,0 +1,215 @@
+"""Load, merge and validate the YAML configuration (config/*.yaml) against workflow/schemas/.
+
+Order of precedence (later wins): config/papers/<id>.yaml < config/scales/<scale>.yaml < --config on
+the command line (global keys only). Every file is checked against its JSON Schema before anything
+runs; errors name the file, the key path and what is allowed, with a "did you mean" hint for typos.
+Defaults are filled by `snakemake.utils.validate(set_default=True)`, so the schema is the single place
+where a default lives.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+import yaml
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from dpfl.registry import FIGURES, PAPERS
+
+
+class ConfigError(ValueError):
+    """A configuration file is invalid. The message names the file, the key and what is allowed."""
+
+
+# --------------------------------------------------------------------------------------------------
+# schema validation with readable errors
+# --------------------------------------------------------------------------------------------------
+
+
+def _read_yaml(path: Path):
+    try:
+        with open(path) as fh:
+            data = yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return {} if data is None else data
+
+
+def _validator(schema_path: Path, transform=None) -> Draft202012Validator:
+    schema = _read_yaml(schema_path)
+    if transform is not None:
+        schema = transform(schema)
+    schema["$id"] = schema_path.resolve().as_uri()
+
+    def retrieve(uri):
+        return Resource.from_contents(_read_yaml(Path(url2pathname(urlparse(uri).path))))
+
+    registry = Registry(retrieve=retrieve).with_resource(schema["$id"], Resource.from_contents(schema))
+    return Draft202012Validator(schema, registry=registry)
+
+
+def _key_path(path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _describe(error) -> str:
+    """One readable line for a jsonschema error: where, what was found, what is allowed."""
+    where = _key_path(error.absolute_path)
+    schema = error.schema
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        hints = []
+        for key in extra:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        return f"{where}: unknown key {', '.join(hints)}; allowed keys: {', '.join(allowed)}"
+    if error.validator == "enum":
+        close = difflib.get_close_matches(str(error.instance), [str(v) for v in error.validator_value], n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return f"{where}: {error.instance!r} is not allowed{hint}; allowed: {', '.join(map(str, error.validator_value))}"
+    if error.validator == "type":
+        return f"{where}: expected {error.validator_value}, got {type(error.instance).__name__} {error.instance!r}"
+    if error.validator == "required":
+        return f"{where}: {error.message}"
+    desc = schema.get("description")
+    return f"{where}: {error.message}" + (f" ({desc})" if desc else "")
+
+
+def validate(data, schema_path: Path, source: str, set_default: bool = True):
+    """Validate `data` (read from `source`) against the schema; fill defaults; raise ConfigError."""
+    errors = sorted(_validator(schema_path).iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = "\n".join(f"  - {_describe(e)}" for e in errors)
+        raise ConfigError(f"invalid configuration in {source}:\n{lines}\n(schema: {schema_path})")
+    if set_default:
+        from snakemake.utils import validate as snakemake_validate
+
+        snakemake_validate(data, str(schema_path.resolve()), set_default=True)
+    return data
+
+
+def _strip_required(schema):
+    """A copy of a schema with 'required' and 'default' removed: used for partial overlays."""
+    if isinstance(schema, dict):
+        return {k: _strip_required(v) for k, v in schema.items() if k not in ("required", "default")}
+    if isinstance(schema, list):
+        return [_strip_required(v) for v in schema]
+    return schema
+
+
+def deep_merge(base: dict, overlay: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in (overlay or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# the resolved project configuration
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ProjectConfig:
+    root: Path
+    globals: dict
+    papers: dict  # paper id -> validated, merged paper config
+    sources: dict = field(default_factory=dict)  # paper id -> list of files that shaped it
+
+    def figure(self, paper: str, figure: str) -> dict:
+        if paper not in self.papers:
+            raise ConfigError(f"unknown paper {paper!r}; allowed: {', '.join(sorted(self.papers))}")
+        figures = self.papers[paper]["figures"]
+        if figure not in figures:
+            raise ConfigError(
+                f"unknown figure {figure!r} of paper {paper!r} (config/papers/{paper}.yaml); "
+                f"allowed: {', '.join(sorted(figures)) or '(none configured)'}"
+            )
+        return figures[figure]
+
+    def selected(self) -> list[tuple[str, str]]:
+        """The (paper, figure) pairs that `all` builds: every configured figure, or `only`."""
+        pairs = [(p, f) for p in sorted(self.papers) for f in sorted(self.papers[p]["figures"])]
+        only = self.globals.get("only") or []
+        if not only:
+            return pairs
+        chosen = []
+        for item in only:
+            paper, _, figure = item.partition("/")
+            chosen += [(p, f) for p, f in pairs if p == paper and (not figure or f == figure)]
+        return sorted(set(chosen))
+
+    def mode(self, paper: str) -> str:
+        return self.papers[paper]["compat"]
+
+    def data_mirror(self) -> str | None:
+        return self.globals.get("data_mirror") or os.environ.get("DPFL_DATA_MIRROR") or None
+
+
+def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
+    """Read config/config.yaml (+ command-line overrides), the paper files and the scale overlay."""
+    root = Path(root)
+    schemas = root / "workflow" / "schemas"
+    cfg_file = root / "config" / "config.yaml"
+    globals_ = deep_merge(_read_yaml(cfg_file), overrides or {})
+    validate(globals_, schemas / "config.schema.yaml", f"{cfg_file} (+ --config overrides)")
+
+    scale_file = root / "config" / "scales" / f"{globals_['scale']}.yaml"
+    scale = _read_yaml(scale_file)
+    validate(scale, schemas / "scale.schema.yaml", str(scale_file), set_default=False)
+    unknown = sorted(set(scale.get("papers", {})) - set(PAPERS))
+    if unknown:
+        raise ConfigError(f"invalid configuration in {scale_file}:\n  - papers: unknown paper {unknown}; allowed: {', '.join(PAPERS)}")
+
+    papers, sources = {}, {}
+    for paper in PAPERS:
+        paper_file = root / "config" / "papers" / f"{paper}.yaml"
+        schema_path = schemas / "papers" / f"{paper}.schema.yaml"
+        data = _read_yaml(paper_file)
+        validate(data, schema_path, str(paper_file), set_default=False)
+        overlay = scale.get("papers", {}).get(paper, {})
+        if overlay:
+            _validate_overlay(overlay, schema_path, f"{scale_file} (papers.{paper})")
+        merged = deep_merge(data, overlay)
+        validate(merged, schema_path, f"{paper_file} merged with {scale_file}")
+        for figure in merged["figures"]:
+            if (paper, figure) not in FIGURES:
+                raise ConfigError(f"{paper_file}: figures.{figure}: no implementation registered for this figure")
+        papers[paper] = merged
+        sources[paper] = [str(paper_file.relative_to(root)), str(scale_file.relative_to(root))]
+
+    for item in globals_.get("only") or []:
+        paper, _, figure = item.partition("/")
+        if paper not in papers:
+            raise ConfigError(f"invalid configuration in {cfg_file} (+ --config overrides):\n  - only: unknown paper {paper!r}; allowed: {', '.join(PAPERS)}")
+        if figure and figure not in papers[paper]["figures"]:
+            raise ConfigError(
+                f"invalid configuration in {cfg_file} (+ --config overrides):\n  - only: unknown figure {figure!r} of paper "
+                f"{paper!r}; allowed: {', '.join(sorted(papers[paper]['figures']))}"
+            )
+    return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources)
+
+
+def _validate_overlay(overlay: dict, schema_path: Path, source: str):
+    """Check a scale overlay against the paper schema with required keys and defaults removed."""
+    relaxed = _validator(schema_path, transform=_strip_required)
+    errors = sorted(relaxed.iter_errors(overlay), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = "\n".join(f"  - {_describe(e)}" for e in errors)
+        raise ConfigError(f"invalid configuration in {source}:\n{lines}\n(schema: {schema_path})")

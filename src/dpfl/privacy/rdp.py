@@ -1,0 +1,160 @@
+"""Rényi-DP accounting of (sub)sampled Gaussian mechanisms and RDP -> (ε, δ) conversion.
+
+The RDP values themselves come from Google's `dp-accounting` (a maintained library); this module only
+arranges them: per-step RDP vectors, ε curves over many rounds in one vectorized pass (RDP is linear in
+the number of steps), and calibration of the noise multiplier to a target ε.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from dataclasses import dataclass
+
+import dp_accounting
+import numpy as np
+from dp_accounting.rdp import rdp_privacy_accountant as _rdp
+
+# dp-accounting logs a warning for every order whose series fails to converge (it then excludes the
+# order by setting its RDP to +inf, which is the correct, conservative outcome). Keep the logs readable.
+logging.getLogger("absl").setLevel(logging.ERROR)
+
+#: The standard orders of spec/README.md §4 (the opacus default list): 1.1, 1.2, ..., 10.9 and 12..63.
+STANDARD_ORDERS: tuple[float, ...] = tuple([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)))
+
+
+@dataclass(frozen=True)
+class SampledGaussian:
+    """One step of a Gaussian mechanism, optionally subsampled.
+
+    sampling:
+      - "none": every record every step (q = 1), add/remove adjacency.
+      - "poisson": Poisson sampling with rate q, add/remove adjacency.
+      - "without_replacement": a fixed batch of `batch_size` out of `population`, replace-one adjacency
+        (Wang, Balle & Kasiviswanathan 2019).
+    The noise multiplier z (noise std / ℓ2 sensitivity) is passed separately so that the same sampling
+    scheme can be calibrated.
+    """
+
+    sampling: str = "none"
+    q: float = 1.0
+    population: int = 0
+    batch_size: int = 0
+
+    def event(self, z: float) -> dp_accounting.DpEvent:
+        gaussian = dp_accounting.GaussianDpEvent(z)
+        if self.sampling == "none" or (self.sampling == "poisson" and self.q == 1.0):
+            return gaussian
+        if self.sampling == "poisson":
+            return dp_accounting.PoissonSampledDpEvent(self.q, gaussian)
+        if self.sampling == "without_replacement":
+            return dp_accounting.SampledWithoutReplacementDpEvent(self.population, self.batch_size, gaussian)
+        raise ValueError(f"unknown sampling {self.sampling!r}; expected none, poisson or without_replacement")
+
+    @property
+    def neighboring_relation(self) -> dp_accounting.NeighboringRelation:
+        if self.sampling == "without_replacement":
+            return dp_accounting.NeighboringRelation.REPLACE_ONE
+        return dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+
+
+def rdp_per_step(mechanism: SampledGaussian, z: float, orders=STANDARD_ORDERS) -> np.ndarray:
+    """RDP of one step at each order (from dp-accounting). +inf marks orders it could not bound."""
+    return _rdp_per_step_cached(mechanism, float(z), tuple(float(a) for a in orders)).copy()
+
+
+@functools.lru_cache(maxsize=4096)
+def _rdp_per_step_cached(mechanism: SampledGaussian, z: float, orders: tuple[float, ...]) -> np.ndarray:
+    if z <= 0:
+        return np.full(len(orders), np.inf)
+    accountant = _rdp.RdpAccountant(list(orders), mechanism.neighboring_relation)
+    accountant.compose(mechanism.event(z), 1)
+    return np.asarray(accountant.rdp, dtype=float)
+
+
+def poisson_gaussian_rdp(q: float, z: float, orders=STANDARD_ORDERS) -> np.ndarray:
+    """RDP of one step of the Poisson-subsampled Gaussian (rate q, multiplier z), add/remove adjacency."""
+    return rdp_per_step(SampledGaussian("poisson", q=q), z, orders)
+
+
+def epsilon_from_rdp(orders, rdp, delta: float | None = None, log_delta: float | None = None):
+    """RDP -> (ε, δ): ε = min_α [RDP(α) + ln((α−1)/α) − (ln δ + ln α)/(α−1)] (Balle et al. 2020).
+
+    Vectorized: `rdp` has the orders on its last axis (any leading shape, e.g. rounds); returns
+    (ε, optimal order) with the leading shape. Same rules as `dp_accounting`'s `compute_epsilon`
+    (ε = 0 when the KL bound already gives δ; orders ≤ 1.01 are unusable), but δ may be given as
+    ln δ so that δ far below the float range (needed by the group conversion of kato2024) works.
+    """
+    if (delta is None) == (log_delta is None):
+        raise ValueError("give exactly one of delta and log_delta")
+    if log_delta is None:
+        if delta <= 0:
+            raise ValueError(f"delta must be > 0, got {delta}")
+        log_delta = math.log(delta)
+    a = np.asarray(orders, dtype=float)
+    r = np.asarray(rdp, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        eps = r + np.log1p(-1.0 / a) - (log_delta + np.log(a)) / (a - 1.0)
+        # KL shortcut of dp-accounting: δ ≥ sqrt(1 − e^{−RDP}) already holds, so ε = 0.
+        kl_ok = 2.0 * log_delta > np.log(-np.expm1(-np.maximum(r, 0.0)))
+    eps = np.where(a > 1.01, eps, np.inf)
+    eps = np.where(kl_ok & np.isfinite(r), 0.0, eps)
+    eps = np.where(r < 0, 0.0, eps)
+    eps = np.where(np.isnan(eps), np.inf, eps)
+    idx = np.argmin(eps, axis=-1)
+    best = np.take_along_axis(eps, idx[..., None], axis=-1)[..., 0]
+    return np.maximum(best, 0.0), a[idx]
+
+
+def epsilon(mechanism: SampledGaussian, z: float, steps: int, delta: float, orders=STANDARD_ORDERS) -> float:
+    """ε after `steps` compositions of the mechanism with multiplier z, at δ."""
+    eps, _ = epsilon_from_rdp(orders, steps * rdp_per_step(mechanism, z, orders), delta)
+    return float(eps)
+
+
+def epsilon_curve(
+    mechanism: SampledGaussian,
+    z: float,
+    steps_per_round: int,
+    rounds: int,
+    delta: float,
+    orders=STANDARD_ORDERS,
+) -> np.ndarray:
+    """ε after each round t = 1..rounds, each round being `steps_per_round` steps, in one pass."""
+    per_step = rdp_per_step(mechanism, z, orders)
+    t = np.arange(1, rounds + 1, dtype=float)[:, None]
+    eps, _ = epsilon_from_rdp(orders, t * steps_per_round * per_step[None, :], delta)
+    return eps
+
+
+@functools.lru_cache(maxsize=1024)
+def calibrate_noise_multiplier(
+    mechanism: SampledGaussian,
+    target_epsilon: float,
+    steps: int,
+    delta: float,
+    orders: tuple[float, ...] = STANDARD_ORDERS,
+    rel_tol: float = 1e-3,
+) -> float:
+    """Smallest noise multiplier z with ε(z) ≤ target (spec/README.md §4).
+
+    Bisection on ln z until hi/lo ≤ 1 + rel_tol; returns the upper end, so ε(z) ≤ target always holds
+    ("rounding up"). Cached per (mechanism, target, steps, δ).
+    """
+    if target_epsilon <= 0:
+        raise ValueError(f"target epsilon must be > 0, got {target_epsilon}")
+    lo, hi = 1e-3, 1.0
+    while epsilon(mechanism, hi, steps, delta, orders) > target_epsilon:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e7:
+            raise ValueError(f"no noise multiplier ≤ 1e7 reaches ε = {target_epsilon} at δ = {delta}")
+    if epsilon(mechanism, lo, steps, delta, orders) <= target_epsilon:
+        return lo
+    while hi / lo > 1.0 + rel_tol:
+        mid = math.sqrt(lo * hi)
+        if epsilon(mechanism, mid, steps, delta, orders) <= target_epsilon:
+            hi = mid
+        else:
+            lo = mid
+    return hi

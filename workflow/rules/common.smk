@@ -1,0 +1,82 @@
+# Configuration and helpers shared by the rules. Loading fails before any job runs if a YAML file is
+# invalid; the message names the file, the key and what is allowed.
+import os
+import sys
+
+from snakemake.exceptions import WorkflowError
+
+SRC = os.path.join(workflow.basedir, "src")
+# Jobs import the dpfl package from this project tree (not from wherever it was pip-installed).
+sys.path.insert(0, SRC)
+os.environ["PYTHONPATH"] = SRC + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+
+from dpfl import config as dpfl_config  # noqa: E402
+from dpfl.registry import FIGURES, code_files  # noqa: E402
+
+try:
+    CFG = dpfl_config.load(workflow.basedir, config)
+except dpfl_config.ConfigError as exc:
+    raise WorkflowError(f"dpfl configuration error: {exc}") from None
+
+MODE_SUBDIR = {"none": "", "authors-code": "authors-code/"}
+REPORT_HTML = "results/report/index.html"
+
+
+wildcard_constraints:
+    paper="[a-z]+[0-9]{4}",
+    figure="[a-z0-9_]+",
+
+
+def figure_def(wildcards):
+    key = (wildcards.paper, wildcards.figure)
+    if key not in FIGURES:
+        known = ", ".join(f"{p}/{f}" for p, f in sorted(FIGURES))
+        raise WorkflowError(f"unknown figure {key[0]}/{key[1]}; known figures: {known}")
+    return FIGURES[key]
+
+
+def figure_dir(paper, figure, mode):
+    return f"results/{paper}/{figure}/{MODE_SUBDIR[mode]}"
+
+
+def modes_for(paper, figure):
+    """Modes in which `all` builds a figure: the paper's `compat` setting, plus the authors-code
+    variant when `compat_variants` is on. Figures without an authors-code difference have one mode."""
+    if not FIGURES[(paper, figure)].has_compat:
+        return ["none"]
+    if CFG.mode(paper) == "authors-code":
+        return ["authors-code"]
+    return ["none", "authors-code"] if CFG.globals["compat_variants"] else ["none"]
+
+
+def figure_outputs(paper, figure, mode):
+    d = figure_dir(paper, figure, mode)
+    return [f"{d}{figure}.png", f"{d}{figure}.pdf", f"{d}{figure}.json", f"{d}{figure}.md", f"{d}claims.json"]
+
+
+def selected_variants():
+    return [(p, f, m) for p, f in CFG.selected() for m in modes_for(p, f)]
+
+
+def all_figure_outputs():
+    return [path for p, f, m in selected_variants() for path in figure_outputs(p, f, m)]
+
+
+def compat_figure_outputs():
+    return [path for p, f in CFG.selected() if FIGURES[(p, f)].has_compat
+            for path in figure_outputs(p, f, "authors-code")]
+
+
+STAGE_RUNNERS = {"data": "dpfl.stages.data", "plot": "dpfl.stages.plot", "claims": "dpfl.stages.claims"}
+
+
+def stage_code(stage):
+    """Source files a stage of a figure depends on: the stage runner and (for data and plot) the
+    figure's own function, with every dpfl module they import. Snakemake does not track imports, so
+    they are declared as inputs: editing a module reruns exactly the jobs that import it."""
+    def inputs(wildcards):
+        files = set(code_files(STAGE_RUNNERS[stage]))
+        if stage in ("data", "plot"):
+            files |= set(code_files(getattr(figure_def(wildcards), stage)))
+        return sorted(files)
+    return inputs
