@@ -284,9 +284,10 @@ def _check_crossing(df, c):
             verdicts.append("pass")  # first never becomes vacuous on the grid, second does
         elif x1 is not None and x2 is None:
             verdicts.append("fail")
-        else:
-            verdicts.append("inconclusive")
+        # neither curve becomes vacuous on the grid: nothing to compare for this group
         out[name] = {"first_crossing": x1, "second_crossing": x2}
+    if not verdicts:
+        return "inconclusive", {"crossings": out, "reason": "no curve crosses the line on the grid"}
     return max(verdicts, key=SEVERITY.get), {"crossings": out}
 
 

@@ -93,12 +93,20 @@ def validate(data, schema_path: Path, source: str, set_default: bool = True):
     errors = sorted(_validator(schema_path).iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = "\n".join(f"  - {_describe(e)}" for e in errors)
-        raise ConfigError(f"invalid configuration in {source}:\n{lines}\n(schema: {schema_path})")
+        raise ConfigError(f"invalid configuration in {source}:\n{lines}\n(schema: {_short(schema_path)})")
     if set_default:
         from snakemake.utils import validate as snakemake_validate
 
         snakemake_validate(data, str(schema_path.resolve()), set_default=True)
     return data
+
+
+def _short(path) -> str:
+    """A path relative to the working directory when it lies below it (shorter messages)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _strip_required(schema):
@@ -164,43 +172,44 @@ class ProjectConfig:
 
 def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
     """Read config/config.yaml (+ command-line overrides), the paper files and the scale overlay."""
-    root = Path(root)
+    root = Path(root).resolve()
+    os.chdir(root) if False else None
     schemas = root / "workflow" / "schemas"
     cfg_file = root / "config" / "config.yaml"
     globals_ = deep_merge(_read_yaml(cfg_file), overrides or {})
-    validate(globals_, schemas / "config.schema.yaml", f"{cfg_file} (+ --config overrides)")
+    validate(globals_, schemas / "config.schema.yaml", f"{_short(cfg_file)} (+ --config overrides)")
 
     scale_file = root / "config" / "scales" / f"{globals_['scale']}.yaml"
     scale = _read_yaml(scale_file)
-    validate(scale, schemas / "scale.schema.yaml", str(scale_file), set_default=False)
+    validate(scale, schemas / "scale.schema.yaml", _short(scale_file), set_default=False)
     unknown = sorted(set(scale.get("papers", {})) - set(PAPERS))
     if unknown:
-        raise ConfigError(f"invalid configuration in {scale_file}:\n  - papers: unknown paper {unknown}; allowed: {', '.join(PAPERS)}")
+        raise ConfigError(f"invalid configuration in {_short(scale_file)}:\n  - papers: unknown paper {unknown}; allowed: {', '.join(PAPERS)}")
 
     papers, sources = {}, {}
     for paper in PAPERS:
         paper_file = root / "config" / "papers" / f"{paper}.yaml"
         schema_path = schemas / "papers" / f"{paper}.schema.yaml"
         data = _read_yaml(paper_file)
-        validate(data, schema_path, str(paper_file), set_default=False)
+        validate(data, schema_path, _short(paper_file), set_default=False)
         overlay = scale.get("papers", {}).get(paper, {})
         if overlay:
-            _validate_overlay(overlay, schema_path, f"{scale_file} (papers.{paper})")
+            _validate_overlay(overlay, schema_path, f"{_short(scale_file)} (papers.{paper})")
         merged = deep_merge(data, overlay)
-        validate(merged, schema_path, f"{paper_file} merged with {scale_file}")
+        validate(merged, schema_path, f"{_short(paper_file)} merged with {_short(scale_file)}")
         for figure in merged["figures"]:
             if (paper, figure) not in FIGURES:
-                raise ConfigError(f"{paper_file}: figures.{figure}: no implementation registered for this figure")
+                raise ConfigError(f"{_short(paper_file)}: figures.{figure}: no implementation registered for this figure")
         papers[paper] = merged
         sources[paper] = [str(paper_file.relative_to(root)), str(scale_file.relative_to(root))]
 
     for item in globals_.get("only") or []:
         paper, _, figure = item.partition("/")
         if paper not in papers:
-            raise ConfigError(f"invalid configuration in {cfg_file} (+ --config overrides):\n  - only: unknown paper {paper!r}; allowed: {', '.join(PAPERS)}")
+            raise ConfigError(f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - only: unknown paper {paper!r}; allowed: {', '.join(PAPERS)}")
         if figure and figure not in papers[paper]["figures"]:
             raise ConfigError(
-                f"invalid configuration in {cfg_file} (+ --config overrides):\n  - only: unknown figure {figure!r} of paper "
+                f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - only: unknown figure {figure!r} of paper "
                 f"{paper!r}; allowed: {', '.join(sorted(papers[paper]['figures']))}"
             )
     return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources)
@@ -212,4 +221,4 @@ def _validate_overlay(overlay: dict, schema_path: Path, source: str):
     errors = sorted(relaxed.iter_errors(overlay), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = "\n".join(f"  - {_describe(e)}" for e in errors)
-        raise ConfigError(f"invalid configuration in {source}:\n{lines}\n(schema: {schema_path})")
+        raise ConfigError(f"invalid configuration in {source}:\n{lines}\n(schema: {_short(schema_path)})")

@@ -14,10 +14,14 @@ def fig2(df, spec, meta):
             for k in plot["annotate_k"]:
                 hit = d[d["x"] == k]
                 if len(hit):
-                    ax.annotate(f"{hit['y'].iloc[0]:.4g}", (k, hit["y"].iloc[0]), textcoords="offset points",
+                    ax.annotate(_fmt(hit["y"].iloc[0]), (k, hit["y"].iloc[0]), textcoords="offset points",
                                 xytext=(-4, 6), ha="right", fontsize=7, color=PALETTE[i])
     ax.set_yscale("log")
     ax.set_xlabel("group size k")
     ax.set_ylabel("ε")
     ax.legend()
     return fig
+
+
+def _fmt(eps: float) -> str:
+    return f"{eps:,.0f}" if eps >= 100 else f"{eps:.2f}"

@@ -1,0 +1,217 @@
+"""End-to-end behaviour of the Snakemake pipeline, on temporary copies of the project:
+bad configuration stops the run before any job; a full run builds every output with the documented
+schema; a second run does nothing; a parameter edit or a library edit reruns exactly the affected jobs;
+the slurm profile dry-runs; `snakemake --report` works."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ITEMS = ["Snakefile", "workflow", "config", "src", "profiles"]
+
+pytestmark = pytest.mark.pipeline
+
+
+def copy_project(dest: Path, source: Path = ROOT) -> Path:
+    """Copy the project (or an already-run copy, with its results and .snakemake metadata), keeping mtimes."""
+    dest.mkdir(parents=True, exist_ok=True)
+    items = PROJECT_ITEMS + (["results", ".snakemake"] if source != ROOT else [])
+    for item in items:
+        src = source / item
+        if src.is_dir():
+            shutil.copytree(src, dest / item, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy2(src, dest / item)
+    return dest
+
+
+def snakemake(project: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def planned_outputs(project: Path, *args: str) -> set[str]:
+    """Output files of every job a dry run plans (the `output:` lines of `snakemake -n`)."""
+    proc = snakemake(project, "-n", "--cores", "2", *args, check=True)
+    text = proc.stdout + proc.stderr
+    outs = set()
+    for line in text.splitlines():
+        m = re.match(r"\s+output:\s+(.*)", line)
+        if m:
+            outs |= {p.strip() for p in m.group(1).split(",")}
+    return outs
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+# --------------------------------------------------------------------------------------------------
+# configuration errors stop the run before any job, naming file, key and what is allowed
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh(tmp_path):
+    return copy_project(tmp_path / "project")
+
+
+def assert_stopped(proc, project, *needles):
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    for needle in needles:
+        assert needle in out, f"{needle!r} not in output:\n{out}"
+    assert not (project / "results").exists(), "a job ran despite the configuration error"
+
+
+def test_misspelt_key_in_paper_file_stops_the_run(fresh):
+    edit(fresh / "config/papers/balle2020.yaml", "      delta: 1.0e-6\n      eps0_grid: {start: 0.005",
+         "      detla: 1.0e-6\n      eps0_grid: {start: 0.005")
+    proc = snakemake(fresh, "--cores", "1")
+    assert_stopped(proc, fresh, "config/papers/balle2020.yaml", "figures.fig2.params", "unknown key 'detla'",
+                   "did you mean 'delta'", "allowed keys: delta, eps0_grid, n")
+
+
+def test_wrong_type_stops_the_run(fresh):
+    edit(fresh / "config/papers/kato2024.yaml", "steps: 100000", "steps: many")
+    proc = snakemake(fresh, "--cores", "1")
+    assert_stopped(proc, fresh, "config/papers/kato2024.yaml", "figures.fig2.params.steps",
+                   "expected integer, got str 'many'")
+    proc = snakemake(fresh, "--cores", "1", "--config", "scale=huge")
+    assert_stopped(proc, fresh, "config/config.yaml", "scale: 'huge' is not allowed", "allowed: smoke, quick, paper")
+
+
+def test_unknown_paper_or_figure_stops_the_run(fresh):
+    proc = snakemake(fresh, "--cores", "1", "--config", 'only=["balle2020/fig9"]')
+    assert_stopped(proc, fresh, "only: unknown figure 'fig9' of paper 'balle2020'", "allowed: fig2, table1, thm3_2")
+    proc = snakemake(fresh, "--cores", "1", "--config", 'only=["lowy2032"]')
+    assert_stopped(proc, fresh, "only: unknown paper 'lowy2032'", "allowed: asoodeh2021, balle2020")
+    text = (fresh / "config/papers/balle2020.yaml").read_text()
+    (fresh / "config/papers/balle2020.yaml").write_text(text + "  fig9:\n    params: {}\n")
+    proc = snakemake(fresh, "--cores", "1")
+    assert_stopped(proc, fresh, "config/papers/balle2020.yaml", "unknown key 'fig9'", "allowed keys: fig2, table1, thm3_2")
+
+
+def test_misspelt_key_in_scale_file_names_the_scale_file(fresh):
+    edit(fresh / "config/scales/smoke.yaml", "eps_grid:", "eps_gird:")
+    proc = snakemake(fresh, "--cores", "1", "--config", "scale=smoke")
+    assert_stopped(proc, fresh, "config/scales/smoke.yaml", "unknown key 'eps_gird'", "did you mean 'eps_grid'")
+
+
+# --------------------------------------------------------------------------------------------------
+# a full run (smoke scale), then caching
+# --------------------------------------------------------------------------------------------------
+
+FIGURES = [("asoodeh2021", "fig2", ""), ("balle2020", "fig2", ""), ("balle2020", "table1", ""),
+           ("balle2020", "thm3_2", ""), ("kato2024", "fig2", ""), ("kato2024", "fig2", "authors-code/")]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    project = copy_project(tmp_path_factory.mktemp("built") / "project")
+    snakemake(project, "--cores", "2", "--config", "scale=smoke", check=True)
+    return project
+
+
+def test_full_run_builds_every_output(built):
+    for paper, figure, sub in FIGURES:
+        d = built / "results" / paper / figure / sub
+        for ext in ("png", "pdf", "csv", "json", "md"):
+            assert (d / f"{figure}.{ext}").stat().st_size > 0, (paper, figure, ext)
+        df = pd.read_csv(d / f"{figure}.csv")
+        assert list(df.columns[:6]) == ["paper", "figure", "panel", "curve", "x", "y"]
+        assert (df["paper"] == paper).all() and (df["figure"] == figure).all()
+        sidecar = json.loads((d / f"{figure}.json").read_text())
+        assert sidecar["mode"] == ("authors-code" if sub else "none")
+        assert sidecar["data_source"] == "analytic"
+        assert {"config_hash", "versions", "inferred", "device"} <= set(sidecar)
+        claims = json.loads((d / "claims.json").read_text())["claims"]
+        assert claims and all(c["verdict"] in {"pass", "fail", "inconclusive", "stand-in"} for c in claims)
+        assert (built / "results/logs" / paper / figure / sub / "data.log").read_text().strip()
+    html = (built / "results/report/index.html").read_text()
+    for paper, figure, _ in FIGURES:
+        assert f'id="{paper}-{figure}-' in html
+    assert "C-K2a" in html and "Inferred settings" in html and "Data provenance" in html
+    assert "<table class='data'>" in html  # Table 1 rendered as a table
+
+
+def test_same_config_gives_identical_tables(built, tmp_path):
+    again = copy_project(tmp_path / "again")
+    snakemake(again, "--cores", "2", "--config", "scale=smoke", "--until", "figure_data_none", check=True)
+    for paper, figure, sub in FIGURES:
+        if sub:
+            continue
+        a = (built / "results" / paper / figure / f"{figure}.csv").read_bytes()
+        b = (again / "results" / paper / figure / f"{figure}.csv").read_bytes()
+        assert a == b, (paper, figure)
+
+
+def test_second_run_has_nothing_to_do(built):
+    proc = snakemake(built, "-n", "--cores", "2", "--config", "scale=smoke", check=True)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_param_edit_reruns_only_that_figure(built, tmp_path):
+    project = copy_project(tmp_path / "p", source=built)
+    edit(project / "config/scales/smoke.yaml", "thm3_2: {params: {eps0_grid: {start: 0.025, stop: 1.0, num: 40}}}",
+         "thm3_2: {params: {eps0_grid: {start: 0.025, stop: 1.0, num: 40}, p0: [0.2, 1.0]}}")
+    outs = planned_outputs(project, "--config", "scale=smoke")
+    figure_outs = {o for o in outs if o.startswith("results/") and not o.startswith("results/report/")}
+    assert figure_outs, "the edit triggered nothing"
+    assert all(o.startswith("results/balle2020/thm3_2/") for o in figure_outs), figure_outs
+    assert "results/balle2020/thm3_2/thm3_2.csv" in figure_outs
+    assert "results/report/index.html" in outs
+
+
+def test_plot_setting_edit_does_not_recompute_data(built, tmp_path):
+    project = copy_project(tmp_path / "p", source=built)
+    edit(project / "config/papers/kato2024.yaml", "annotate_k: [1, 32, 64]", "annotate_k: [1, 64]")
+    outs = {o for o in planned_outputs(project, "--config", "scale=smoke") if not o.startswith("results/report/")}
+    assert "results/kato2024/fig2/fig2.png" in outs
+    assert not any(o.endswith(".csv") for o in outs), outs
+
+
+def test_library_edit_reruns_only_importing_figures(built, tmp_path):
+    project = copy_project(tmp_path / "p", source=built)
+    with open(project / "src/dpfl/privacy/group.py", "a") as fh:
+        fh.write("\n# edited\n")
+    outs = {o for o in planned_outputs(project, "--config", "scale=smoke") if not o.startswith("results/report/")}
+    assert {"results/kato2024/fig2/fig2.csv", "results/kato2024/fig2/authors-code/fig2.csv"} <= outs
+    assert all(o.startswith("results/kato2024/fig2/") for o in outs), outs
+
+    project = copy_project(tmp_path / "q", source=built)
+    with open(project / "src/dpfl/privacy/bounds.py", "a") as fh:
+        fh.write("\n# edited\n")
+    outs = {o for o in planned_outputs(project, "--config", "scale=smoke") if not o.startswith("results/report/")}
+    data_jobs = {o for o in outs if o.endswith(".csv")}
+    assert data_jobs == {"results/asoodeh2021/fig2/fig2.csv", "results/balle2020/fig2/fig2.csv",
+                         "results/balle2020/table1/table1.csv", "results/balle2020/thm3_2/thm3_2.csv"}
+    assert not any(o.startswith("results/kato2024/") for o in outs)
+
+
+def test_slurm_profile_dry_run(built):
+    proc = snakemake(built, "-n", "--profile", "profiles/slurm", "--config", "scale=smoke", "--forceall", check=True)
+    text = proc.stdout + proc.stderr
+    assert "figure_data_none" in text and "report" in text
+
+
+def test_snakemake_report(built, tmp_path):
+    project = copy_project(tmp_path / "r", source=built)
+    snakemake(project, "--cores", "1", "--config", "scale=smoke", "--report", "report.html", check=True)
+    assert (project / "report.html").stat().st_size > 10_000
