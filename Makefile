@@ -1,7 +1,7 @@
 # Two commands do everything on a fresh machine with Python 3.11:
 #   make reproduce   set up .venv and run the whole pipeline at the default scale (ends with the report path)
 #   make test        set up .venv with the test extras and run the test suite
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 CORES  ?= 2

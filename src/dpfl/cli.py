@@ -1,0 +1,91 @@
+"""Command line helpers (the pipeline itself runs through `snakemake`):
+
+  python -m dpfl list                      figures, their modes and where their outputs land
+  python -m dpfl config [--scale S]        the resolved, validated configuration (defaults filled in)
+  python -m dpfl epsilon --q Q --sigma Z --steps T --delta D [--group-k K]
+                                           ε of the Poisson-subsampled Gaussian (and for groups of K records)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _project_root() -> Path:
+    here = Path.cwd()
+    for d in [here, *here.parents]:
+        if (d / "Snakefile").exists() and (d / "config" / "config.yaml").exists():
+            return d
+    return Path(__file__).resolve().parents[2]
+
+
+def cmd_list(args) -> int:
+    from dpfl.config import load
+    from dpfl.registry import FIGURES
+
+    cfg = load(_project_root(), {"scale": args.scale} if args.scale else None)
+    for paper, figure in cfg.selected():
+        fdef = FIGURES[(paper, figure)]
+        compat = " (+ authors-code variant)" if fdef.has_compat else ""
+        print(f"{paper:12s} {figure:8s} {fdef.kind:10s} results/{paper}/{figure}/{compat}")
+    return 0
+
+
+def cmd_config(args) -> int:
+    from dpfl.config import load
+
+    cfg = load(_project_root(), {"scale": args.scale} if args.scale else None)
+    out = {"globals": cfg.globals, "data_mirror_resolved": cfg.data_mirror(), "papers": cfg.papers}
+    json.dump(out, sys.stdout, indent=2, default=str)
+    print()
+    return 0
+
+
+def cmd_epsilon(args) -> int:
+    import numpy as np
+
+    from dpfl.privacy.group import group_epsilon_rdp
+    from dpfl.privacy.rdp import SampledGaussian, epsilon, rdp_per_step
+
+    mech = SampledGaussian("poisson", q=args.q)
+    eps = epsilon(mech, args.sigma, args.steps, args.delta)
+    print(f"record level: ε = {eps:.6g} at δ = {args.delta:g} (q = {args.q:g}, σ = {args.sigma:g}, {args.steps} steps)")
+    if args.group_k:
+        r = group_epsilon_rdp(lambda a: args.steps * rdp_per_step(mech, args.sigma, np.asarray(a)), args.group_k,
+                              args.delta, compat=args.compat)
+        print(f"group of {args.group_k} (RDP conversion at k' = {r['k_effective']}): ε = {r['epsilon']:.6g}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="dpfl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("list", help="list the configured figures")
+    p.add_argument("--scale", choices=["smoke", "quick", "paper"])
+    p.set_defaults(func=cmd_list)
+    p = sub.add_parser("config", help="print the resolved configuration")
+    p.add_argument("--scale", choices=["smoke", "quick", "paper"])
+    p.set_defaults(func=cmd_config)
+    p = sub.add_parser("epsilon", help="ε of the Poisson-subsampled Gaussian mechanism")
+    p.add_argument("--q", type=float, required=True, help="sampling rate")
+    p.add_argument("--sigma", type=float, required=True, help="noise multiplier (std / sensitivity)")
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--group-k", type=int, default=0, help="also report ε for groups of k records")
+    p.add_argument("--compat", choices=["none", "authors-code"], default="none")
+    p.set_defaults(func=cmd_epsilon)
+    args = parser.parse_args(argv)
+    from dpfl.config import ConfigError
+
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"dpfl: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
