@@ -18,6 +18,7 @@ def fig2(df, spec, meta):
         identity_line(ax, x)
         ax.set_yscale(yscale)
         ax.set_xlabel("ε0 (local)")
+        ax.set_xticks([0.2, 0.4, 0.6, 0.8, 1.0])
         ax.set_ylabel(f"central ε, δ = {df['delta'].iloc[0]:g}")
         ax.set_title(f"{yscale} y", fontsize=8)
         if yscale == "linear":
