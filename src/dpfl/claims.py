@@ -20,7 +20,9 @@ Check kinds (keys in brackets are optional):
   successive_ratio  y[i+1]/y[i] ≥ min along x
   crossing          x where each curve first reaches the line (identity: y = x); first's crossing must
                     lie at a larger x than second's, when both exist [match_on]
-All kinds accept `select` (rows to use), `where_x` (gt/ge/lt/le), `column` (default y) and `tol`.
+All kinds accept `select` (rows to use), `where_x` (gt/ge/lt/le) and `column` (default y); compare,
+order, monotone and bounds also accept `tol` (an absolute tolerance: a violation within it makes the
+check inconclusive instead of failed).
 """
 
 from __future__ import annotations
@@ -155,18 +157,22 @@ def _check_monotone(df, c):
     d = select(df, c.get("select"), c.get("where_x"))
     _need_rows(d, "select", c)
     strict = c.get("strict", True)
-    out = {"groups": 0, "violations": 0, "min_step": None, "worst_group": None}
+    out = {"groups": 0, "violations": 0, "within_tol": 0, "min_step": None, "worst_group": None}
     worst = np.inf
     for name, g in _groups(d, c.get("group_by", [])):
         y = g.sort_values("x")[col].to_numpy(float)
         steps = np.diff(y) if c["direction"] == "increasing" else -np.diff(y)
-        bad = (steps <= tol) if strict else (steps < -tol)
+        # D7: a step within the tolerance is inconclusive (for a weak claim only if it goes the wrong way)
+        near = np.abs(steps) <= tol if tol > 0 else np.zeros(len(steps), bool)
+        broken = (steps <= 0) if strict else (steps < 0)
+        bad = broken & ~near
         out["groups"] += 1
         out["violations"] += int(bad.sum())
+        out["within_tol"] += int((near if strict else near & broken).sum())
         if len(steps) and steps.min() < worst:
             worst, out["worst_group"] = float(steps.min()), name
     out["min_step"] = None if worst == np.inf else worst
-    return ("fail" if out["violations"] else "pass"), out
+    return _verdict(out["violations"], out["within_tol"]), out
 
 
 def _side(d: pd.DataFrame, bound):
@@ -179,19 +185,23 @@ def _check_bounds(df, c):
     col = c.get("column", "y")
     d = select(df, c.get("select"), c.get("where_x"))
     _need_rows(d, "select", c)
+    tol = c.get("tol", 0.0)
     v = d[col].to_numpy(float)
-    bad = np.zeros(len(d), bool)
+    bad = np.isnan(v)
+    near = np.zeros(len(d), bool)
     out = {"points": len(d), "min": float(np.min(v)), "max": float(np.max(v))}
-    lo, hi = _side(d, c.get("lower")), _side(d, c.get("upper"))
-    if lo is not None:
-        bad |= (v <= lo) if c.get("lower_strict") else (v < lo)
-        out["min_margin_lower"] = float(np.min(v - lo))
-    if hi is not None:
-        bad |= (v >= hi) if c.get("upper_strict") else (v > hi)
-        out["min_margin_upper"] = float(np.min(hi - v))
-    bad |= np.isnan(v)
-    out["violations"] = int(bad.sum())
-    return ("fail" if out["violations"] else "pass"), out
+    for side, key, strict_key in ((_side(d, c.get("lower")), "lower", "lower_strict"),
+                                  (_side(d, c.get("upper")), "upper", "upper_strict")):
+        if side is None:
+            continue
+        margin = (v - side) if key == "lower" else (side - v)  # > 0: inside
+        broken = (margin <= 0) if c.get(strict_key) else (margin < 0)
+        close = broken & (np.abs(margin) <= tol) if tol > 0 else np.zeros(len(d), bool)
+        bad |= broken & ~close
+        near |= close
+        out[f"min_margin_{key}"] = float(np.min(margin))
+    out["violations"], out["within_tol"] = int(bad.sum()), int(near.sum())
+    return _verdict(out["violations"], out["within_tol"]), out
 
 
 def _check_near(df, c):
@@ -247,7 +257,7 @@ def _check_successive_ratio(df, c):
     _need_rows(d, "select", c)
     y = d[col].to_numpy(float)
     ratios = y[1:] / y[:-1]
-    bad = ratios <= c["min"]
+    bad = ratios < c["min"]
     return ("fail" if bad.any() else "pass"), {
         "ratios": {f"{_py(a)}->{_py(b)}": float(r) for a, b, r in zip(d["x"].iloc[:-1], d["x"].iloc[1:], ratios)},
         "min": c["min"], "violations": int(bad.sum())}

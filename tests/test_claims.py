@@ -1,0 +1,668 @@
+"""Unit tests of dpfl.claims: every check kind on tiny tidy tables that satisfy / violate the claim,
+tolerance -> inconclusive, stand-in data, and specification errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfl import claims
+from dpfl.claims import ClaimSpecError, evaluate, evaluate_claim, select, summarize_check
+
+
+def tidy(rows: list[dict]) -> pd.DataFrame:
+    """A tidy table (paper, figure, panel, curve, x, y + parameter columns) from row dicts."""
+    base = {"paper": "demo2024", "figure": "fig1", "panel": "a"}
+    df = pd.DataFrame([{**base, **r} for r in rows])
+    return df[["paper", "figure", "panel", "curve", "x", "y"] + [c for c in df.columns if c not in
+                                                                    ("paper", "figure", "panel", "curve", "x", "y")]]
+
+
+def curves(spec: dict[str, tuple], **params) -> list[dict]:
+    """spec: curve name -> (xs, ys[, extra column dict]); params are added to every row."""
+    rows = []
+    for name, (xs, ys, *extra) in spec.items():
+        cols = extra[0] if extra else {}
+        for x, y in zip(xs, ys):
+            rows.append({"curve": name, "x": float(x), "y": float(y), **cols, **params})
+    return rows
+
+
+def run(df, check):
+    verdict, numbers = claims.CHECKS[check["kind"]](df, check)
+    assert verdict in ("pass", "fail", "inconclusive")
+    return verdict, numbers
+
+
+X = np.arange(1.0, 6.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# compare
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ab():
+    return tidy(curves({"A": (X, X), "B": (X, 2 * X)}))
+
+
+def test_compare_pass_and_fail(ab):
+    v, num = run(ab, {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"})
+    assert v == "pass" and num["points"] == 5 and num["violations"] == 0
+    assert num["worst_margin"] == pytest.approx(1.0) and num["worst_at"] == {"x": 1.0}
+    v, num = run(ab, {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": ">="})
+    assert v == "fail" and num["violations"] == 5
+    v, _ = run(ab, {"kind": "compare", "left": {"curve": "B"}, "right": {"curve": "A"}, "op": ">"})
+    assert v == "pass"
+
+
+@pytest.mark.parametrize("op,ok", [("<", False), ("<=", True), (">", False), (">=", True)])
+def test_compare_strict_and_weak_operators_on_equal_values(op, ok):
+    df = tidy(curves({"A": (X, X), "B": (X, X)}))
+    v, _ = run(df, {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": op})
+    assert v == ("pass" if ok else "fail")
+
+
+def test_compare_factor(ab):
+    check = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"}
+    assert run(ab, {**check, "factor": 0.6})[0] == "pass"  # x < 1.2x
+    v, num = run(ab, {**check, "factor": 0.4})  # x < 0.8x is false
+    assert v == "fail" and num["right_at_worst"] == pytest.approx(0.8 * num["left_at_worst"] / 1.0)
+
+
+def test_compare_one_violation_fails(ab):
+    df = ab.copy()
+    df.loc[(df.curve == "A") & (df.x == 3.0), "y"] = 100.0
+    v, num = run(df, {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"})
+    assert v == "fail" and num["violations"] == 1 and num["worst_at"] == {"x": 3.0}
+
+
+def test_compare_match_on_pairs_rows():
+    rows = curves({"A": (X, X), "B": (X, 2 * X)}, n=1) + curves({"A": (X, 10 * X), "B": (X, 20 * X)}, n=2)
+    df = tidy(rows)
+    check = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"}
+    # without match_on, A(n=2) = 10x is also compared with B(n=1) = 2x
+    assert run(df, check)[0] == "fail"
+    v, num = run(df, {**check, "match_on": ["n"]})
+    assert v == "pass" and num["points"] == 10
+
+
+def test_compare_select_and_where_x(ab):
+    df = pd.concat([ab, tidy(curves({"A": (X, 3 * X), "B": (X, X)}, panel="b"))], ignore_index=True)
+    check = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<", "match_on": ["panel"]}
+    assert run(df, check)[0] == "fail"
+    assert run(df, {**check, "select": {"panel": "a"}})[0] == "pass"
+    # A = x vs B = 2x except where x > 3 (made to violate): where_x restricts the comparison
+    df2 = ab.copy()
+    df2.loc[(df2.curve == "A") & (df2.x > 3), "y"] = 50.0
+    check = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"}
+    assert run(df2, check)[0] == "fail"
+    assert run(df2, {**check, "where_x": {"le": 3}})[0] == "pass"
+    assert run(df2, {**check, "where_x": {"lt": 4}})[0] == "pass"
+    assert run(df2, {**check, "where_x": {"gt": 3}})[0] == "fail"
+    assert run(df2, {**check, "where_x": {"ge": 3}})[1]["points"] == 3
+
+
+def test_compare_other_column():
+    df = tidy(curves({"A": (X, X, {"acc": 0.9}), "B": (X, X, {"acc": 0.8})}))
+    check = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": ">"}
+    assert run(df, check)[0] == "fail"  # y equal
+    assert run(df, {**check, "column": "acc"})[0] == "pass"
+
+
+def test_compare_tol_gives_inconclusive():
+    check = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<", "tol": 0.1}
+    # satisfied but within tol of the boundary
+    assert run(tidy(curves({"A": (X, X), "B": (X, X + 0.05)})), check)[0] == "inconclusive"
+    # violated, but by less than tol
+    v, num = run(tidy(curves({"A": (X, X), "B": (X, X - 0.05)})), check)
+    assert v == "inconclusive" and num["violations"] == 0
+    # violated by more than tol
+    v, num = run(tidy(curves({"A": (X, X), "B": (X, X - 0.5)})), check)
+    assert v == "fail" and num["violations"] == 5
+    # clearly satisfied: tol does not matter
+    assert run(tidy(curves({"A": (X, X), "B": (X, X + 1)})), check)[0] == "pass"
+    # without tol the small violation is a fail
+    assert run(tidy(curves({"A": (X, X), "B": (X, X - 0.05)})), {**check, "tol": 0.0})[0] == "fail"
+
+
+def test_compare_errors(ab):
+    base = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"}
+    with pytest.raises(ClaimSpecError):
+        run(ab, {**base, "left": {"curve": "Z"}})  # empty selection
+    with pytest.raises(ClaimSpecError):
+        run(ab, {**base, "right": {"method": "B"}})  # missing column
+    with pytest.raises(ClaimSpecError):
+        run(ab, {**base, "select": {"seed": 0}})
+    disjoint = tidy(curves({"A": (X, X), "B": (X + 0.5, X)}))
+    with pytest.raises(ClaimSpecError):
+        run(disjoint, base)  # no common x
+
+
+# --------------------------------------------------------------------------------------------------
+# order
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def by_q():
+    rows = []
+    for q in (0.1, 0.2, 0.3):
+        rows += curves({f"q = {q}": (X, 1 / q + X)}, q=q)
+    return tidy(rows)
+
+
+def test_order_pass_and_fail(by_q):
+    check = {"kind": "order", "by": "q", "values": [0.3, 0.2, 0.1], "op": "<"}
+    v, num = run(by_q, check)
+    assert v == "pass" and num["points"] == 10 and num["violations"] == 0
+    v, num = run(by_q, {**check, "values": [0.1, 0.2, 0.3]})
+    assert v == "fail" and num["violations"] == 10
+    assert run(by_q, {**check, "values": [0.1, 0.2, 0.3], "op": ">"})[0] == "pass"
+    # one pair out of order is enough
+    v, num = run(by_q, {**check, "values": [0.3, 0.1, 0.2]})
+    assert v == "fail" and num["violations"] == 5 and num["worst_at"]["pair"] == [0.1, 0.2]
+
+
+def test_order_single_point_violation(by_q):
+    df = by_q.copy()
+    df.loc[np.isclose(df.q, 0.2) & (df.x == 4.0), "y"] = 0.0
+    v, num = run(df, {"kind": "order", "by": "q", "values": [0.3, 0.2, 0.1], "op": "<"})
+    assert v == "fail" and num["violations"] == 1 and num["worst_at"]["x"] == 4.0
+
+
+def test_order_group_by():
+    rows = []
+    for m in (1000, 10000):
+        for p0 in (0.1, 1.0):
+            rows += curves({"thm": (X, p0 * X / m)}, m=m, p0=p0)
+    df = tidy(rows)
+    check = {"kind": "order", "by": "p0", "values": [0.1, 1.0], "op": "<", "group_by": ["m"]}
+    assert run(df, check) [0] == "pass"
+    # without group_by the m = 10000 row is paired with m = 1000: p0=0.1, m=1000 (1e-4 x) > p0=1, m=1e4 (1e-4 x)
+    assert run(df, {**check, "group_by": []})[0] == "fail"
+    check = {"kind": "order", "by": "m", "values": [10000, 1000], "op": "<", "group_by": ["p0"]}
+    assert run(df, check)[0] == "pass"
+
+
+def test_order_where_x_and_select(by_q):
+    df = by_q.copy()
+    df.loc[np.isclose(df.q, 0.3) & (df.x == 1.0), "y"] = 100.0
+    check = {"kind": "order", "by": "q", "values": [0.3, 0.2, 0.1], "op": "<"}
+    assert run(df, check)[0] == "fail"
+    assert run(df, {**check, "where_x": {"gt": 1}})[0] == "pass"
+    assert run(df, {**check, "select": {"panel": "a"}, "where_x": {"ge": 2}})[0] == "pass"
+
+
+def test_order_tol_gives_inconclusive():
+    rows = curves({"a": (X, X)}, c=1.0) + curves({"b": (X, X + 0.01)}, c=2.0)
+    df = tidy(rows)
+    check = {"kind": "order", "by": "c", "values": [1.0, 2.0], "op": "<", "tol": 0.05}
+    v, num = run(df, check)
+    assert v == "inconclusive" and num["within_tol"] == 5
+    assert run(df, {**check, "tol": 0.0})[0] == "pass"
+    rows = curves({"a": (X, X)}, c=1.0) + curves({"b": (X, X - 0.01)}, c=2.0)
+    assert run(tidy(rows), check)[0] == "inconclusive"
+    assert run(tidy(rows), {**check, "tol": 0.0})[0] == "fail"
+    rows = curves({"a": (X, X)}, c=1.0) + curves({"b": (X, X - 1)}, c=2.0)
+    assert run(tidy(rows), check)[0] == "fail"
+
+
+def test_order_nothing_to_compare_is_inconclusive():
+    rows = curves({"a": (X, X)}, c=1.0) + curves({"b": (X + 0.5, X)}, c=2.0)
+    v, num = run(tidy(rows), {"kind": "order", "by": "c", "values": [1.0, 2.0], "op": "<"})
+    assert v == "inconclusive" and num["points"] == 0
+
+
+def test_order_errors(by_q):
+    with pytest.raises(ClaimSpecError):
+        run(by_q, {"kind": "order", "by": "q", "values": [0.3, 0.5], "op": "<"})  # no rows with q = 0.5
+    with pytest.raises(ClaimSpecError):
+        run(by_q, {"kind": "order", "by": "sigma", "values": [1, 2], "op": "<"})  # missing column
+    with pytest.raises(ClaimSpecError):
+        run(by_q, {"kind": "order", "by": "q", "values": [0.3, 0.2], "op": "<", "select": {"method": "x"}})
+
+
+# --------------------------------------------------------------------------------------------------
+# monotone
+# --------------------------------------------------------------------------------------------------
+
+
+def test_monotone_increasing_decreasing():
+    inc = tidy(curves({"c": (X, X**2)}))
+    assert run(inc, {"kind": "monotone", "direction": "increasing"})[0] == "pass"
+    v, num = run(inc, {"kind": "monotone", "direction": "decreasing"})
+    assert v == "fail" and num["violations"] == 4
+    dec = tidy(curves({"c": (X, 1 / X)}))
+    assert run(dec, {"kind": "monotone", "direction": "decreasing", "strict": True})[0] == "pass"
+    assert run(dec, {"kind": "monotone", "direction": "increasing"})[0] == "fail"
+
+
+def test_monotone_strict_vs_weak():
+    flat = tidy(curves({"c": (X, [1.0, 2.0, 2.0, 3.0, 4.0])}))
+    v, num = run(flat, {"kind": "monotone", "direction": "increasing", "strict": True})
+    assert v == "fail" and num["violations"] == 1 and num["min_step"] == 0.0
+    assert run(flat, {"kind": "monotone", "direction": "increasing"})[0] == "fail"  # strict by default
+    assert run(flat, {"kind": "monotone", "direction": "increasing", "strict": False})[0] == "pass"
+    dip = tidy(curves({"c": (X, [1.0, 2.0, 1.5, 3.0, 4.0])}))
+    assert run(dip, {"kind": "monotone", "direction": "increasing", "strict": False})[0] == "fail"
+
+
+def test_monotone_sorts_by_x():
+    df = tidy(curves({"c": (X[::-1], X[::-1] ** 2)})).sample(frac=1.0, random_state=3)
+    assert run(df, {"kind": "monotone", "direction": "increasing"})[0] == "pass"
+
+
+def test_monotone_group_by():
+    rows = curves({"rdp": (X, 2.0**X)}, conversion="rdp") + curves({"normal": (X, [1, 3, 2, 4, 5])}, conversion="normal")
+    df = tidy(rows)
+    v, num = run(df, {"kind": "monotone", "direction": "increasing", "group_by": ["conversion"]})
+    assert v == "fail" and num["groups"] == 2 and num["violations"] == 1 and num["worst_group"] == "normal"
+    # without grouping, the two curves are interleaved on x (equal x, different y): not monotone
+    assert run(df, {"kind": "monotone", "direction": "increasing"})[0] == "fail"
+    v, _ = run(df, {"kind": "monotone", "direction": "increasing", "select": {"conversion": "rdp"}})
+    assert v == "pass"
+    two = tidy(curves({"a": (X, X)}, m=1, p0=0.1) + curves({"b": (X, X + 1)}, m=2, p0=0.1))
+    v, num = run(two, {"kind": "monotone", "direction": "increasing", "group_by": ["m", "p0"]})
+    assert v == "pass" and num["groups"] == 2
+
+
+def test_monotone_where_x():
+    df = tidy(curves({"c": (X, [5.0, 1.0, 2.0, 3.0, 4.0])}))
+    assert run(df, {"kind": "monotone", "direction": "increasing"})[0] == "fail"
+    assert run(df, {"kind": "monotone", "direction": "increasing", "where_x": {"ge": 2}})[0] == "pass"
+
+
+def test_monotone_tol_violation_beyond_tol_fails():
+    dip = tidy(curves({"c": (X, [1.0, 2.0, 1.5, 3.0, 4.0])}))
+    assert run(dip, {"kind": "monotone", "direction": "increasing", "tol": 0.1})[0] == "fail"
+    assert run(dip, {"kind": "monotone", "direction": "increasing", "strict": False, "tol": 0.1})[0] == "fail"
+    # weak monotonicity with a dip inside the tolerance is not a fail
+    small = tidy(curves({"c": (X, [1.0, 2.0, 1.95, 3.0, 4.0])}))
+    assert run(small, {"kind": "monotone", "direction": "increasing", "strict": False, "tol": 0.1})[0] != "fail"
+
+
+def test_monotone_strict_tol_gives_inconclusive():
+    small_step = tidy(curves({"c": (X, [1.0, 2.0, 2.05, 3.0, 4.0])}))  # strictly increasing
+    assert run(small_step, {"kind": "monotone", "direction": "increasing", "tol": 0.1})[0] == "inconclusive"
+    small_dip = tidy(curves({"c": (X, [1.0, 2.0, 1.95, 3.0, 4.0])}))
+    assert run(small_dip, {"kind": "monotone", "direction": "increasing", "tol": 0.1})[0] == "inconclusive"
+
+
+def test_monotone_errors():
+    df = tidy(curves({"c": (X, X)}))
+    with pytest.raises(ClaimSpecError):
+        run(df, {"kind": "monotone", "direction": "increasing", "select": {"curve": "nope"}})
+    with pytest.raises(ClaimSpecError):
+        run(df, {"kind": "monotone", "direction": "increasing", "select": {"method": "AVG"}})
+    with pytest.raises(ClaimSpecError):
+        run(df, {"kind": "monotone", "direction": "increasing", "where_x": {"gt": 100}})
+
+
+# --------------------------------------------------------------------------------------------------
+# bounds
+# --------------------------------------------------------------------------------------------------
+
+
+def test_bounds_numbers():
+    df = tidy(curves({"d": (X, [1e-9, 0.1, 0.5, 0.9, 1.0])}))
+    check = {"kind": "bounds", "lower": 0, "upper": 1, "lower_strict": True}
+    v, num = run(df, check)
+    assert v == "pass" and num["min"] == 1e-9 and num["max"] == 1.0 and num["min_margin_upper"] == 0.0
+    assert run(df, {**check, "upper_strict": True})[0] == "fail"  # y = 1 not < 1
+    zero = tidy(curves({"d": (X, [0.0, 0.1, 0.5, 0.9, 1.0])}))
+    assert run(zero, check)[0] == "fail"
+    assert run(zero, {**check, "lower_strict": False})[0] == "pass"
+    above = tidy(curves({"d": (X, [0.5, 0.1, 1.2, 0.9, 1.0])}))
+    v, num = run(above, check)
+    assert v == "fail" and num["violations"] == 1 and num["min_margin_upper"] == pytest.approx(-0.2)
+    # one-sided
+    assert run(above, {"kind": "bounds", "lower": 0})[0] == "pass"
+    assert run(above, {"kind": "bounds", "upper": 1.5})[0] == "pass"
+    assert run(above, {"kind": "bounds", "upper": 1.1})[0] == "fail"
+
+
+def test_bounds_with_column_bounds_and_other_column():
+    rows = [
+        {"curve": "q", "x": x, "y": y, "delta_lower": lo, "theta_r1": hi, "one_minus_theta_r2": g}
+        for x, y, lo, hi, g in [(0.0, 0.5, 0.05, 0.6, 1e-9), (1.0, 0.2, 0.02, 0.3, 1e-12), (2.0, 0.1, 0.01, 0.1, 0.5)]
+    ]
+    df = tidy(rows)
+    assert run(df, {"kind": "bounds", "lower": "delta_lower", "upper": "theta_r1"})[0] == "pass"
+    assert run(df, {"kind": "bounds", "lower": "delta_lower", "upper": "theta_r1", "upper_strict": True})[0] == "fail"
+    check = {"kind": "bounds", "column": "one_minus_theta_r2", "lower": 0, "upper": 1,
+             "lower_strict": True, "upper_strict": True}
+    assert run(df, check)[0] == "pass"
+    df.loc[1, "one_minus_theta_r2"] = 0.0
+    assert run(df, check)[0] == "fail"
+    df.loc[0, "y"] = 0.7  # above theta_r1 = 0.6
+    v, num = run(df, {"kind": "bounds", "lower": "delta_lower", "upper": "theta_r1"})
+    assert v == "fail" and num["violations"] == 1
+
+
+def test_bounds_nan_fails():
+    df = tidy(curves({"d": (X, [0.1, np.nan, 0.3, 0.4, 0.5])}))
+    v, num = run(df, {"kind": "bounds", "lower": 0, "upper": 1})
+    assert v == "fail" and num["violations"] == 1
+
+
+def test_bounds_tol_gives_inconclusive():
+    df = tidy(curves({"d": (X, [0.1, 0.2, 1.0005, 0.4, 0.5])}))
+    assert run(df, {"kind": "bounds", "lower": 0, "upper": 1, "tol": 1e-3})[0] == "inconclusive"
+
+
+def test_bounds_errors():
+    df = tidy(curves({"d": (X, X)}))
+    with pytest.raises(ClaimSpecError):
+        run(df, {"kind": "bounds", "lower": 0, "select": {"curve": "e"}})
+    with pytest.raises(ClaimSpecError):
+        run(df, {"kind": "bounds", "lower": 0, "select": {"q": 0.1}})
+
+
+# --------------------------------------------------------------------------------------------------
+# near
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fig2():
+    ks = [1, 2, 4, 8, 16, 32, 64]
+    rdp = [2.85, 7.99, 24.5, 98.8, 451.0, 2152.0, 11417.0]
+    normal = [2.85, 7.0, 20.0, 80.0, 400.0, 1900.0, 10000.0]
+    return tidy(curves({"RDP conversion": (ks, rdp)}, conversion="rdp")
+                + curves({"normal DP conversion": (ks, normal)}, conversion="normal"))
+
+
+def test_near_pass_and_fail(fig2):
+    check = {"kind": "near", "select": {"conversion": "rdp"}, "x": 32, "target": 2100, "rel_tol": 0.05}
+    v, num = run(fig2, check)
+    assert v == "pass" and num["value"] == 2152.0 and num["rel_error"] == pytest.approx(52 / 2100)
+    assert run(fig2, {**check, "rel_tol": 0.02})[0] == "fail"
+    assert run(fig2, {**check, "x": 64, "target": 11400})[0] == "pass"
+    assert run(fig2, {**check, "select": {"conversion": "normal"}, "rel_tol": 0.1})[0] == "pass"  # 1900: 9.5% off
+    assert run(fig2, {**check, "select": {"conversion": "normal"}, "rel_tol": 0.05})[0] == "fail"
+
+
+def test_near_errors(fig2):
+    with pytest.raises(ClaimSpecError):
+        run(fig2, {"kind": "near", "select": {"conversion": "rdp"}, "x": 33, "target": 2100, "rel_tol": 0.05})
+    with pytest.raises(ClaimSpecError):
+        run(fig2, {"kind": "near", "select": {"conversion": "gdp"}, "x": 32, "target": 2100, "rel_tol": 0.05})
+    with pytest.raises(ClaimSpecError):
+        run(fig2, {"kind": "near", "select": {"method": "rdp"}, "x": 32, "target": 2100, "rel_tol": 0.05})
+
+
+# --------------------------------------------------------------------------------------------------
+# ratio
+# --------------------------------------------------------------------------------------------------
+
+
+def test_ratio_pointwise_without_interpolation():
+    df = tidy(curves({"num": (X, 1.5 * X)}, side="n") + curves({"den": (X, X)}, side="d"))
+    check = {"kind": "ratio", "numerator": {"side": "n"}, "denominator": {"side": "d"}, "min": 1.0, "max": 2.0}
+    v, num = run(df, check)
+    assert v == "pass" and num["points"] == 5 and num["min_ratio"] == pytest.approx(1.5)
+    assert run(df, {**check, "max": 1.4})[0] == "fail"
+    assert run(df, {**check, "min": 1.6})[0] == "fail"
+    assert run(df, {**check, "min": 1.5, "max": 1.5})[0] == "pass"  # bounds are inclusive
+    assert run(df, {"kind": "ratio", "numerator": {"side": "n"}, "denominator": {"side": "d"}, "max": 1.6})[0] == "pass"
+
+
+def test_ratio_single_violating_point_is_reported():
+    ys = 1.5 * X
+    ys[2] = 5 * X[2]
+    df = tidy(curves({"num": (X, ys)}, side="n") + curves({"den": (X, X)}, side="d"))
+    v, num = run(df, {"kind": "ratio", "numerator": {"side": "n"}, "denominator": {"side": "d"}, "max": 2.0})
+    assert v == "fail" and num["violations"] == 1 and num["violating_x"] == [3.0]
+    assert num["max_ratio"] == pytest.approx(5.0) and num["at_x_max"] == 3.0
+
+
+def test_ratio_loglog_interpolation():
+    """num y = x² known at x = 1, 4 only; den y = x² at x = 2, 3: log-log interpolation of a power law is exact."""
+    df = tidy(curves({"num": ([1.0, 4.0], [1.0, 16.0])}, side="n") + curves({"den": ([2.0, 3.0], [4.0, 9.0])}, side="d"))
+    check = {"kind": "ratio", "numerator": {"side": "n"}, "denominator": {"side": "d"}, "min": 0.99, "max": 1.01}
+    v, num = run(df, {**check, "interpolate": "loglog"})
+    assert v == "pass" and num["points"] == 2  # x = 2, 3 (x = 1, 4 lie outside the denominator's range)
+    assert num["min_ratio"] == pytest.approx(1.0, rel=1e-12) and num["max_ratio"] == pytest.approx(1.0, rel=1e-12)
+    # linear interpolation of the same data gives ratio 6/4 at x = 2: different answer
+    v, num = run(df, {**check, "interpolate": "linear"})
+    assert v == "fail" and num["max_ratio"] == pytest.approx(1.5)
+    # without interpolation there is no common x
+    v, num = run(df, check)
+    assert v == "inconclusive"
+    v, num = run(df, {**check, "interpolate": "none"})
+    assert v == "inconclusive"
+
+
+def test_ratio_loglog_on_kato_grids(fig2):
+    """Different x grids (k = 1, 5, 9, … vs powers of 2), as in kato2024 C-K2b."""
+    ks_normal = np.arange(1, 62, 4)
+    normal = 3.0 * ks_normal**2.0
+    rows = curves({"rdp": ([1, 2, 4, 8, 16, 32, 64], [3.0 * k**2 * 2 for k in (1, 2, 4, 8, 16, 32, 64)])},
+                  conversion="rdp")
+    rows += curves({"normal": (ks_normal, normal)}, conversion="normal")
+    df = tidy(rows)
+    check = {"kind": "ratio", "numerator": {"conversion": "rdp"}, "denominator": {"conversion": "normal"},
+             "max": 2.0 + 1e-9, "min": 2.0 - 1e-9, "where_x": {"ge": 2, "le": 48}, "interpolate": "loglog"}
+    v, num = run(df, check)
+    assert v == "pass"
+    xs_expected = np.union1d([2, 4, 8, 16, 32], ks_normal[(ks_normal >= 2) & (ks_normal <= 48)])
+    assert num["points"] == len(xs_expected)
+    assert run(df, {**check, "max": 1.9})[0] == "fail"
+
+
+def test_ratio_errors(fig2):
+    with pytest.raises(ClaimSpecError):
+        run(fig2, {"kind": "ratio", "numerator": {"conversion": "gdp"}, "denominator": {"conversion": "rdp"}, "max": 2})
+    with pytest.raises(ClaimSpecError):
+        run(fig2, {"kind": "ratio", "numerator": {"conversion": "rdp"}, "denominator": {"method": "rdp"}, "max": 2})
+
+
+# --------------------------------------------------------------------------------------------------
+# successive_ratio
+# --------------------------------------------------------------------------------------------------
+
+
+def test_successive_ratio_pass_and_fail():
+    df = tidy(curves({"c": ([1, 2, 4, 8], [1.0, 3.0, 9.0, 30.0])}))
+    v, num = run(df, {"kind": "successive_ratio", "min": 2.0})
+    assert v == "pass" and num["ratios"] == {"1.0->2.0": 3.0, "2.0->4.0": 3.0, "4.0->8.0": pytest.approx(30 / 9)}
+    v, num = run(tidy(curves({"c": ([1, 2, 4, 8], [1.0, 3.0, 4.0, 30.0])})), {"kind": "successive_ratio", "min": 2.0})
+    assert v == "fail" and num["violations"] == 1
+
+
+def test_successive_ratio_select_and_where_x(fig2):
+    check = {"kind": "successive_ratio", "select": {"conversion": "rdp"}, "min": 2.0, "where_x": {"ge": 2}}
+    assert run(fig2, check)[0] == "pass"
+    df = fig2.copy()
+    df.loc[(df.conversion == "rdp") & (df.x == 2), "y"] = 2.9  # 1 -> 2 ratio ~1.02, outside where_x
+    assert run(df, check)[0] == "pass"
+    assert run(df, {**check, "where_x": {"ge": 1}})[0] == "fail"
+
+
+def test_successive_ratio_min_is_inclusive():
+    df = tidy(curves({"c": ([1, 2, 4], [1.0, 2.0, 4.0])}))
+    assert run(df, {"kind": "successive_ratio", "min": 2.0})[0] == "pass"
+
+
+def test_successive_ratio_errors():
+    df = tidy(curves({"c": (X, X)}))
+    with pytest.raises(ClaimSpecError):
+        run(df, {"kind": "successive_ratio", "min": 2.0, "select": {"curve": "d"}})
+    with pytest.raises(ClaimSpecError):
+        run(df, {"kind": "successive_ratio", "min": 2.0, "select": {"conversion": "rdp"}})
+
+
+# --------------------------------------------------------------------------------------------------
+# crossing
+# --------------------------------------------------------------------------------------------------
+
+EPS0 = np.round(np.linspace(0.1, 1.0, 10), 10)
+
+
+def crossing_table(first_scale, second_scale, n=1000):
+    return curves({"thm5.1": (EPS0, first_scale * EPS0**2)}, bound="thm5.1", n=n) + curves(
+        {"efmrtt19": (EPS0, second_scale * EPS0**2)}, bound="efmrtt19", n=n
+    )
+
+
+def test_crossing_pass_fail():
+    check = {"kind": "crossing", "first": {"bound": "thm5.1"}, "second": {"bound": "efmrtt19"}, "line": "identity"}
+    # y = 1.5 ε0² reaches y = ε0 at 2/3; y = 3 ε0² at 1/3
+    v, num = run(tidy(crossing_table(1.5, 3.0)), check)
+    assert v == "pass"
+    c = num["crossings"]["all"]
+    assert c["first_crossing"] == pytest.approx(2 / 3, abs=0.01)
+    assert c["second_crossing"] == pytest.approx(1 / 3, abs=0.01)
+    assert run(tidy(crossing_table(3.0, 1.5)), check)[0] == "fail"
+    # same crossing: not "at a larger ε0"
+    assert run(tidy(crossing_table(2.0, 2.0)), check)[0] == "fail"
+
+
+def test_crossing_interpolates_linearly():
+    # 1.5x²: gap y − x = −0.06 at 0.6, +0.035 at 0.7 -> crossing 0.6 + 0.1·0.06/0.095
+    # 3x²:   gap y − x = −0.03 at 0.3, +0.08 at 0.4   -> crossing 0.3 + 0.1·0.03/0.11
+    df = tidy(crossing_table(1.5, 3.0))
+    assert claims._crossing(df[df.bound == "thm5.1"], "y") == pytest.approx(0.6 + 0.1 * 0.06 / 0.095, rel=1e-9)
+    assert claims._crossing(df[df.bound == "efmrtt19"], "y") == pytest.approx(0.3 + 0.1 * 0.03 / 0.11, rel=1e-9)
+    # already above the line at the first grid point
+    assert claims._crossing(tidy(curves({"c": (EPS0, 20 * EPS0)})), "y") == pytest.approx(0.1)
+    assert claims._crossing(tidy(curves({"c": (EPS0, 0.5 * EPS0)})), "y") is None
+
+
+def test_crossing_only_one_or_neither_crosses():
+    check = {"kind": "crossing", "first": {"bound": "thm5.1"}, "second": {"bound": "efmrtt19"}}
+    v, num = run(tidy(crossing_table(0.5, 3.0)), check)  # first never vacuous on the grid, second is
+    assert v == "pass" and num["crossings"]["all"]["first_crossing"] is None
+    assert run(tidy(crossing_table(3.0, 0.5)), check)[0] == "fail"
+    v, num = run(tidy(crossing_table(0.5, 0.8)), check)
+    assert v == "inconclusive"
+
+
+def test_crossing_match_on_groups():
+    check = {"kind": "crossing", "first": {"bound": "thm5.1"}, "second": {"bound": "efmrtt19"}, "match_on": ["n"]}
+    good = crossing_table(1.5, 3.0, n=1000) + crossing_table(1.2, 2.0, n=10000)
+    v, num = run(tidy(good), check)
+    assert v == "pass" and set(num["crossings"]) == {"1000", "10000"}
+    bad = crossing_table(1.5, 3.0, n=1000) + crossing_table(2.0, 1.2, n=10000)
+    assert run(tidy(bad), check)[0] == "fail"
+    # a group where neither crosses does not count; the others decide
+    mixed = crossing_table(1.5, 3.0, n=1000) + crossing_table(0.1, 0.2, n=10000)
+    assert run(tidy(mixed), check)[0] == "pass"
+
+
+def test_crossing_errors():
+    df = tidy(crossing_table(1.5, 3.0))
+    with pytest.raises(ClaimSpecError):
+        run(df, {"kind": "crossing", "first": {"bound": "thm5.1"}, "second": {"bound": "efmrtt19"}, "line": "y=2x"})
+    with pytest.raises(ClaimSpecError):
+        run(df, {"kind": "crossing", "first": {"bound": "thm9"}, "second": {"bound": "efmrtt19"}})
+    with pytest.raises(ClaimSpecError):
+        run(df, {"kind": "crossing", "first": {"theorem": "thm5.1"}, "second": {"bound": "efmrtt19"}})
+
+
+# --------------------------------------------------------------------------------------------------
+# selection
+# --------------------------------------------------------------------------------------------------
+
+
+def test_select_numeric_values_tolerate_float_noise_and_lists():
+    df = tidy(curves({"a": (X, X)}, q=0.1 + 0.2) + curves({"b": (X, X)}, q=0.1) + curves({"c": (X, X)}, q=1.0))
+    assert set(select(df, {"q": 0.3})["curve"]) == {"a"}
+    assert set(select(df, {"q": [0.3, 0.1]})["curve"]) == {"a", "b"}
+    assert set(select(df, {"q": 1})["curve"]) == {"c"}
+    assert select(df, {"q": 0.31}).empty
+    assert set(select(df, {"curve": ["a", "c"]})["q"].round(6)) == {0.3, 1.0}
+    ints = tidy(curves({"a": (X, X)}, n=1000) + curves({"b": (X, X)}, n=10000))
+    assert set(select(ints, {"n": "1000"})["curve"]) == {"a"}  # string selector on a numeric column
+    assert set(select(ints, {"n": 1000.0})["curve"]) == {"a"}
+    assert len(select(ints, None)) == len(ints)
+    assert len(select(ints, {}, {"gt": 2, "le": 4})) == 4
+
+
+def test_select_missing_column_raises():
+    df = tidy(curves({"a": (X, X)}))
+    with pytest.raises(ClaimSpecError, match="method"):
+        select(df, {"method": "AVG"})
+    assert issubclass(ClaimSpecError, ValueError)
+
+
+# --------------------------------------------------------------------------------------------------
+# claims, verdicts, stand-in data
+# --------------------------------------------------------------------------------------------------
+
+PASSING = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"}
+FAILING = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": ">"}
+UNSURE = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<", "tol": 100.0}
+
+
+def claim(*checks, **extra):
+    return {"id": "C-X1", "claim": "A is below B", "checks": list(checks), **extra}
+
+
+def test_evaluate_claim_verdicts(ab):
+    out = evaluate_claim(ab, claim(PASSING, note="n"), "real")
+    assert out["verdict"] == out["verdict_on_data"] == "pass"
+    assert out["id"] == "C-X1" and out["claim"] == "A is below B" and out["note"] == "n"
+    assert len(out["checks"]) == 1 and out["checks"][0]["check"] is PASSING
+    assert out["checks"][0]["numbers"]["points"] == 5
+    assert evaluate_claim(ab, claim(FAILING), "real")["verdict"] == "fail"
+    assert evaluate_claim(ab, claim(UNSURE), "real")["verdict"] == "inconclusive"
+    assert evaluate_claim(ab, claim(PASSING), "real")["note"] == ""
+
+
+def test_claim_verdict_is_worst_of_checks(ab):
+    assert evaluate_claim(ab, claim(PASSING, UNSURE), "real")["verdict"] == "inconclusive"
+    assert evaluate_claim(ab, claim(UNSURE, PASSING), "real")["verdict"] == "inconclusive"
+    assert evaluate_claim(ab, claim(PASSING, FAILING, UNSURE), "real")["verdict"] == "fail"
+    assert evaluate_claim(ab, claim(UNSURE, FAILING), "real")["verdict"] == "fail"
+    out = evaluate_claim(ab, claim(PASSING, FAILING), "real")
+    assert [c["verdict"] for c in out["checks"]] == ["pass", "fail"]
+
+
+@pytest.mark.parametrize("check,underlying", [(PASSING, "pass"), (FAILING, "fail"), (UNSURE, "inconclusive")])
+def test_standin_data_gives_standin_verdict(ab, check, underlying):
+    out = evaluate_claim(ab, claim(check), "standin")
+    assert out["verdict"] == "stand-in"
+    assert out["verdict_on_data"] == underlying
+    assert out["checks"][0]["verdict"] == underlying
+
+
+@pytest.mark.parametrize("source", ["real", "synthetic", "analytic"])
+def test_other_data_sources_keep_the_verdict(ab, source):
+    assert evaluate_claim(ab, claim(FAILING), source)["verdict"] == "fail"
+
+
+def test_evaluate_lists_all_claims(ab):
+    out = evaluate(ab, [claim(PASSING), {**claim(FAILING), "id": "C-X2"}], "real")
+    assert [(o["id"], o["verdict"]) for o in out] == [("C-X1", "pass"), ("C-X2", "fail")]
+    assert evaluate(ab, [], "real") == []
+
+
+def test_evaluate_raises_on_bad_selectors(ab):
+    with pytest.raises(ClaimSpecError):
+        evaluate(ab, [claim(PASSING), claim({**PASSING, "left": {"method": "A"}})], "real")
+    with pytest.raises(ClaimSpecError):
+        evaluate(ab, [claim({**PASSING, "left": {"curve": "does not exist"}})], "standin")
+    with pytest.raises(ClaimSpecError):
+        evaluate_claim(ab, claim({"kind": "monotone", "direction": "increasing", "select": {"curve": "Z"}}), "real")
+    with pytest.raises(ClaimSpecError):
+        evaluate_claim(ab, claim({"kind": "bounds", "lower": 0, "where_x": {"gt": 99}}), "real")
+
+
+def test_unknown_check_kind_raises(ab):
+    with pytest.raises(KeyError):
+        evaluate_claim(ab, claim({"kind": "telepathy"}), "real")
+
+
+def test_summarize_check():
+    s = summarize_check({"kind": "near", "x": 32, "target": 2100, "rel_tol": 0.05})
+    assert s == "near(x=32, target=2100, rel_tol=0.05)"
+
+
+def test_numbers_are_plain_python(ab):
+    """worst_at values are Python scalars (the report serialises them)."""
+    _, num = run(ab, {**PASSING, "match_on": ["panel"]})
+    assert all(type(v) in (float, int, str) for v in num["worst_at"].values())
