@@ -11,7 +11,13 @@ A claim's verdict is the worst of its checks (fail > inconclusive > pass). Each 
 numbers behind its verdict so that a reader can judge the margin.
 
 Check kinds (keys in brackets are optional):
-  compare           left OP factor·right, pointwise on x [match_on: other columns that pair rows]
+  compare           left OP factor·right, pointwise on x [match_on: other columns that pair rows;
+                    op "abs<=" with max_diff: |left − right| ≤ max_diff; at: first|last (only the
+                    smallest/largest x); min_points: how many points must satisfy it (default all);
+                    group_by + min_group_share | min_groups: how many groups must pass; tol_se: the
+                    tolerance is at least the standard error of the difference (column se)]
+  eventually        some grid x0 exists with the comparison holding at every x ≥ x0 (reports x0)
+  mean_relative_gap mean of (right − left)/right ≥ min
   order             for `by` = values[0], values[1], …: y[v0] OP y[v1] OP …, pointwise [group_by]
   monotone          y strictly/weakly increasing or decreasing in x within each group [group_by]
   bounds            lower ≤ value ≤ upper; lower/upper are numbers or column names [column]
@@ -27,12 +33,13 @@ check inconclusive instead of failed).
 
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
 import pandas as pd
 
-OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}  # and "abs<=" (compare)
 SEVERITY = {"pass": 0, "inconclusive": 1, "fail": 2}
 
 
@@ -94,27 +101,125 @@ def _pointwise(lhs: np.ndarray, rhs: np.ndarray, op: str, tol: float) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-def _check_compare(df, c):
-    col, tol = c.get("column", "y"), c.get("tol", 0.0)
-    keys = ["x"] + c.get("match_on", [])
+def _pairs(df, c, keys):
+    """Rows of the left and right selections paired on x and `match_on` (columns *_left, *_right)."""
+    col = c.get("column", "y")
+    cols = keys + [col] + (["se"] if c.get("tol_se") else [])
     left = select(df, {**c.get("select", {}), **c["left"]}, c.get("where_x"))
     right = select(df, {**c.get("select", {}), **c["right"]}, c.get("where_x"))
     _need_rows(left, "left", c)
     _need_rows(right, "right", c)
-    pair = left[keys + [col]].merge(right[keys + [col]], on=keys, suffixes=("_left", "_right"))
+    pair = left[cols].merge(right[cols], on=keys, suffixes=("_left", "_right"))
     if pair.empty:
         raise ClaimSpecError(f"left and right share no {keys} values (check {c})")
+    if c.get("at") in ("first", "last"):  # only the smallest / largest x (per matched group)
+        pick = (pair.groupby(keys[1:])["x"] if len(keys) > 1 else pair["x"])
+        edge = pick.transform("min" if c["at"] == "first" else "max") if len(keys) > 1 else (
+            pair["x"].min() if c["at"] == "first" else pair["x"].max())
+        pair = pair[np.isclose(pair["x"], edge)]
+    return pair.reset_index(drop=True)
+
+
+def _tolerance(pair, c) -> np.ndarray:
+    """Per-point tolerance: `tol`, or with tol_se the larger of tol and the standard error of the
+    difference sqrt(se_left² + se_right²) (spec D7)."""
+    tol = np.full(len(pair), float(c.get("tol", 0.0)))
+    if c.get("tol_se"):
+        tol = np.maximum(tol, np.sqrt(pair["se_left"] ** 2 + pair["se_right"] ** 2).to_numpy(float))
+    return tol
+
+
+def _status(lhs, rhs, op: str, tol: np.ndarray, max_diff: float | None = None):
+    """Per point: margin (> 0 satisfied), ok, near (|margin| within tol). op "abs<=": |l − r| ≤ max_diff."""
+    lhs, rhs = np.asarray(lhs, float), np.asarray(rhs, float)
+    if op == "abs<=":
+        margin = max_diff - np.abs(lhs - rhs)
+        ok = margin >= 0
+    else:
+        margin = (rhs - lhs) if op in ("<", "<=") else (lhs - rhs)
+        ok = OPS[op](lhs, rhs)
+    near = (np.abs(margin) <= tol) & (tol > 0)
+    return margin, ok, near
+
+
+def _reduce_groups(pair, groups: list[str], ok, near, c) -> tuple[str, dict]:
+    """Verdict over points, optionally per group: `min_points` = points that must satisfy the claim
+    (default all); with group_by, `min_group_share` / `min_groups` = groups that must pass."""
+    per_group = {}
+    frame = pair.assign(_ok=ok, _near=near)
+    for name, g in (frame.groupby(groups, sort=True) if groups else [("all", frame)]):
+        n = len(g)
+        need = c.get("min_points", n)
+        clear = int((g["_ok"] & ~g["_near"]).sum())  # satisfied by more than the tolerance
+        close = int(g["_near"].sum())  # within the tolerance, either way
+        v = "pass" if clear >= need else ("inconclusive" if clear + close >= need else "fail")
+        key = "/".join(map(str, name)) if isinstance(name, tuple) else str(name)
+        per_group[key] = {"verdict": v, "satisfied": clear, "within_tol": close, "points": n, "needed": need}
+    verdicts = [g["verdict"] for g in per_group.values()]
+    if groups and ("min_group_share" in c or "min_groups" in c):
+        need = c.get("min_groups", 0) or math.ceil(c.get("min_group_share", 1.0) * len(verdicts) - 1e-9)
+        n_pass = verdicts.count("pass")
+        n_maybe = verdicts.count("inconclusive")
+        verdict = "pass" if n_pass >= need else ("inconclusive" if n_pass + n_maybe >= need else "fail")
+        return verdict, {"groups": per_group, "groups_needed": need, "groups_passing": n_pass}
+    return max(verdicts, key=SEVERITY.get), {"groups": per_group}
+
+
+def _check_compare(df, c):
+    col = c.get("column", "y")
+    groups = c.get("group_by", [])
+    keys = ["x"] + sorted(set(c.get("match_on", [])) | set(groups))
+    pair = _pairs(df, c, keys)
     factor = c.get("factor", 1.0)
-    res = _pointwise(pair[f"{col}_left"], factor * pair[f"{col}_right"], c["op"], tol)
-    worst = int(np.argmin(res["margin"]))
-    return _verdict(res["violations"], res["within_tol"]), {
+    tol = _tolerance(pair, c)
+    margin, ok, near = _status(pair[f"{col}_left"], factor * pair[f"{col}_right"], c["op"], tol, c.get("max_diff"))
+    verdict, numbers = _reduce_groups(pair, groups, ok, near, c)
+    worst = int(np.argmin(margin))
+    numbers.update({
         "points": len(pair),
-        "violations": res["violations"],
-        "worst_margin": float(res["margin"][worst]),
+        "violations": int(np.sum(~ok & ~near)),
+        "worst_margin": float(margin[worst]),
         "worst_at": {k: _py(pair[k].iloc[worst]) for k in keys},
         "left_at_worst": float(pair[f"{col}_left"].iloc[worst]),
         "right_at_worst": float(factor * pair[f"{col}_right"].iloc[worst]),
-    }
+        "tolerance_at_worst": float(tol[worst]),
+    })
+    return verdict, numbers
+
+
+def _check_eventually(df, c):
+    """There is a grid value x0 such that the comparison holds at every x ≥ x0 (e.g. "for ε ≥ ?, the
+    private method is as good as the non-private one"); reports x0 per group."""
+    col = c.get("column", "y")
+    groups = c.get("group_by", [])
+    keys = ["x"] + sorted(set(c.get("match_on", [])) | set(groups))
+    pair = _pairs(df, c, keys)
+    margin, ok, near = _status(pair[f"{col}_left"], c.get("factor", 1.0) * pair[f"{col}_right"], c["op"],
+                               _tolerance(pair, c), c.get("max_diff"))
+    frame = pair.assign(_ok=ok | near, _strict=ok & ~near)
+    out, verdicts = {}, []
+    for name, g in (frame.groupby(groups, sort=True) if groups else [("all", frame)]):
+        g = g.sort_values("x")
+        x0 = None
+        for i in range(len(g)):
+            if g["_ok"].iloc[i:].all():
+                x0 = float(g["x"].iloc[i])
+                strict = bool(g["_strict"].iloc[i:].all())
+                break
+        verdicts.append("fail" if x0 is None else ("pass" if strict else "inconclusive"))
+        out["/".join(map(str, name)) if isinstance(name, tuple) else str(name)] = {"x0": x0}
+    return max(verdicts, key=SEVERITY.get), {"from_x": out}
+
+
+def _check_mean_relative_gap(df, c):
+    """mean over paired points of (right − left)/right ≥ min (e.g. "significantly outperforms")."""
+    col = c.get("column", "y")
+    keys = ["x"] + c.get("match_on", [])
+    pair = _pairs(df, c, keys)
+    gap = ((pair[f"{col}_right"] - pair[f"{col}_left"]) / pair[f"{col}_right"]).to_numpy(float)
+    value = float(np.mean(gap))
+    return ("pass" if value >= c["min"] else "fail"), {"mean_relative_gap": value, "min": c["min"],
+                                                       "per_point": [float(v) for v in gap]}
 
 
 def _check_order(df, c):
@@ -310,6 +415,8 @@ CHECKS = {
     "ratio": _check_ratio,
     "successive_ratio": _check_successive_ratio,
     "crossing": _check_crossing,
+    "eventually": _check_eventually,
+    "mean_relative_gap": _check_mean_relative_gap,
 }
 
 

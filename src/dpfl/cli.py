@@ -4,6 +4,8 @@
   python -m dpfl config [--scale S]        the resolved, validated configuration (defaults filled in)
   python -m dpfl epsilon --q Q --sigma Z --steps T --delta D [--group-k K]
                                            ε of the Poisson-subsampled Gaussian (and for groups of K records)
+  python -m dpfl bench PAPER [--figures fig4 fig6] [--trials 1]
+                                           seconds per trial and peak memory of each cell at paper scale
 """
 
 from __future__ import annotations
@@ -60,6 +62,13 @@ def cmd_epsilon(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from dpfl.bench import bench
+
+    bench(args.paper, args.figures, _project_root(), trials=args.trials, cores=args.cores)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="dpfl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,6 +86,12 @@ def main(argv=None) -> int:
     p.add_argument("--group-k", type=int, default=0, help="also report ε for groups of k records")
     p.add_argument("--compat", choices=["none", "authors-code"], default="none")
     p.set_defaults(func=cmd_epsilon)
+    p = sub.add_parser("bench", help="speed and memory of the experiment figures at paper scale")
+    p.add_argument("paper")
+    p.add_argument("--figures", nargs="*", help="default: every experiment figure of the paper")
+    p.add_argument("--trials", type=int, default=1, help="trials to time per cell")
+    p.add_argument("--cores", type=int, default=2, help="cores for the projected parallel time")
+    p.set_defaults(func=cmd_bench)
     args = parser.parse_args(argv)
     from dpfl.config import ConfigError
 

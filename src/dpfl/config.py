@@ -51,7 +51,8 @@ def _validator(schema_path: Path, transform=None) -> Draft202012Validator:
     schema["$id"] = schema_path.resolve().as_uri()
 
     def retrieve(uri):
-        return Resource.from_contents(_read_yaml(Path(url2pathname(urlparse(uri).path))))
+        referenced = _read_yaml(Path(url2pathname(urlparse(uri).path)))
+        return Resource.from_contents(transform(referenced) if transform is not None else referenced)
 
     registry = Registry(retrieve=retrieve).with_resource(schema["$id"], Resource.from_contents(schema))
     return Draft202012Validator(schema, registry=registry)
@@ -139,6 +140,7 @@ class ProjectConfig:
     globals: dict
     papers: dict  # paper id -> validated, merged paper config
     sources: dict = field(default_factory=dict)  # paper id -> list of files that shaped it
+    datasets: dict = field(default_factory=dict)  # dataset -> validated entry of config/datasets.yaml
 
     def figure(self, paper: str, figure: str) -> dict:
         if paper not in self.papers:
@@ -167,7 +169,25 @@ class ProjectConfig:
         return self.papers[paper]["compat"]
 
     def data_mirror(self) -> str | None:
-        return self.globals.get("data_mirror") or os.environ.get("DPFL_DATA_MIRROR") or None
+        """The local dataset mirror: `data_mirror`, else $DPFL_DATA_MIRROR, as an absolute path (a relative
+        one is relative to the project root), or None."""
+        mirror = self.globals.get("data_mirror") or os.environ.get("DPFL_DATA_MIRROR") or None
+        return None if mirror is None else os.path.normpath(self.root / Path(mirror).expanduser())
+
+    def data_source(self, dataset: str) -> str:
+        """auto | real | standin for one dataset: its `dataset_source` override, else the global `data_source`."""
+        if dataset not in self.datasets:
+            raise ConfigError(f"unknown dataset {dataset!r}; allowed: {', '.join(sorted(self.datasets))}")
+        return self.globals.get("dataset_source", {}).get(dataset, self.globals["data_source"])
+
+
+def load_datasets(root: str | Path) -> dict:
+    """Read config/datasets.yaml (the dataset catalog), validate it and fill defaults: dataset -> entry."""
+    root = Path(root).resolve()
+    path = root / "config" / "datasets.yaml"
+    data = _read_yaml(path)
+    validate(data, root / "workflow" / "schemas" / "datasets.schema.yaml", _short(path))
+    return data["datasets"]
 
 
 def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
@@ -178,6 +198,12 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
     cfg_file = root / "config" / "config.yaml"
     globals_ = deep_merge(_read_yaml(cfg_file), overrides or {})
     validate(globals_, schemas / "config.schema.yaml", f"{_short(cfg_file)} (+ --config overrides)")
+    datasets = load_datasets(root)
+    for name in sorted(set(globals_["dataset_source"]) - set(datasets)):
+        close = difflib.get_close_matches(name, list(datasets), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - dataset_source: "
+                          f"unknown dataset '{name}'{hint}; allowed: {', '.join(sorted(datasets))}")
 
     scale_file = root / "config" / "scales" / f"{globals_['scale']}.yaml"
     scale = _read_yaml(scale_file)
@@ -192,7 +218,7 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
         schema_path = schemas / "papers" / f"{paper}.schema.yaml"
         data = _read_yaml(paper_file)
         validate(data, schema_path, _short(paper_file), set_default=False)
-        overlay = scale.get("papers", {}).get(paper, {})
+        overlay = _expand_all_figures(scale.get("papers", {}).get(paper, {}), data)
         if overlay:
             _validate_overlay(overlay, schema_path, f"{_short(scale_file)} (papers.{paper})")
         merged = deep_merge(data, overlay)
@@ -212,7 +238,19 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
                 f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - only: unknown figure {figure!r} of paper "
                 f"{paper!r}; allowed: {', '.join(sorted(papers[paper]['figures']))}"
             )
-    return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources)
+    return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources, datasets=datasets)
+
+
+def _expand_all_figures(overlay: dict, paper_config: dict) -> dict:
+    """A scale overlay may hold `all_figures: {...}`: settings merged into every figure of the paper
+    (figure-specific entries win)."""
+    overlay = dict(overlay)
+    common = overlay.pop("all_figures", None)
+    if common:
+        figures = overlay.get("figures", {})
+        overlay["figures"] = {f: deep_merge(common, figures.get(f, {})) for f in paper_config.get("figures", {})}
+        overlay["figures"].update({f: v for f, v in figures.items() if f not in overlay["figures"]})
+    return overlay
 
 
 def _validate_overlay(overlay: dict, schema_path: Path, source: str):

@@ -19,21 +19,54 @@ MODES = ("none", "authors-code")
 
 @dataclass(frozen=True)
 class FigureDef:
+    """How a figure is made.
+
+    Analytic figures: `data(params, mode, log)` returns the tidy table.
+    Experiment figures: `cells(params)` lists the cells (one job each), `cell(job, inputs, log)` computes
+    one cell's table from the prepared datasets and allocations that `needs(params)` names, and
+    `data(params, mode, tables, log)` aggregates the cell tables into the tidy table.
+    """
+
     data: str  # "module:function" returning the tidy DataFrame (the figure's numbers)
     plot: str  # "module:function" drawing it
     kind: str = "analytic"  # analytic (closed form, no data) | experiment (trained on datasets)
     has_compat: bool = False  # whether `compat: authors-code` changes this figure
-    table: bool = False  # a table rather than a plot (the report renders its Markdown)
+    markdown: str | None = None  # "module:function"(df, spec) -> Markdown tables shown with the figure
+    cells: str | None = None  # "module:function"(params) -> cell ids (an import-light module)
+    cell: str | None = None
+    needs: str | None = None  # "module:function"(params) -> (datasets, allocations) (import-light)
+    cell_params: str | None = None  # "module:function"(params, paper_settings, cell) -> the part a cell uses
+
+
+@dataclass(frozen=True)
+class AllocationDef:
+    """A fixed arrangement of a prepared dataset (e.g. silos), cached in data/allocations/<dataset>/<name>.npz."""
+
+    dataset: str
+    function: str  # "module:function"(arrays, log) -> dict of arrays
+
+
+ALLOCATIONS: dict[str, AllocationDef] = {
+    "lowy2023-mnist-pairs": AllocationDef("mnist", "dpfl.experiments.lowy2023:mnist_pool"),
+}
+
+
+def _lowy2023(fig: str) -> FigureDef:
+    return FigureDef(data="dpfl.experiments.lowy2023:aggregate", plot="dpfl.plotting.lowy2023:figure",
+                     markdown="dpfl.plotting.lowy2023:diagnostics_markdown", kind="experiment", cells="dpfl.experiments.lowy2023_layout:cells",
+                     cell="dpfl.experiments.lowy2023:run_cell", needs="dpfl.experiments.lowy2023_layout:needs",
+                     cell_params="dpfl.experiments.lowy2023_layout:cell_params")
 
 
 FIGURES: dict[tuple[str, str], FigureDef] = {
     ("asoodeh2021", "fig2"): FigureDef("dpfl.figures.asoodeh2021:fig2", "dpfl.plotting.asoodeh2021:fig2"),
     ("balle2020", "fig2"): FigureDef("dpfl.figures.balle2020:fig2", "dpfl.plotting.balle2020:fig2"),
     ("balle2020", "table1"): FigureDef(
-        "dpfl.figures.balle2020:table1", "dpfl.plotting.balle2020:table1", table=True
+        "dpfl.figures.balle2020:table1", "dpfl.plotting.balle2020:table1", markdown="dpfl.plotting.balle2020:table1_markdown"
     ),
     ("balle2020", "thm3_2"): FigureDef("dpfl.figures.balle2020:thm3_2", "dpfl.plotting.balle2020:thm3_2"),
     ("kato2024", "fig2"): FigureDef("dpfl.figures.kato2024:fig2", "dpfl.plotting.kato2024:fig2", has_compat=True),
+    **{("lowy2023", f): _lowy2023(f) for f in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9")},
 }
 
 
@@ -79,3 +112,11 @@ def module_closure(module: str) -> tuple[str, ...]:
 def code_files(ref: str) -> list[str]:
     """Source files a "module:function" reference depends on."""
     return list(module_closure(ref.partition(":")[0]))
+
+
+def call(ref: str, *args):
+    """Call "module:function" (used at DAG-building time, so the module must be import-light)."""
+    import importlib
+
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)(*args)

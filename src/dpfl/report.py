@@ -84,7 +84,7 @@ def collect(figures: list[dict], root: Path, report_dir: Path) -> list[dict]:
             "png": f"{rel}/{f['figure']}.png",
             "pdf": f"{rel}/{f['figure']}.pdf",
             "csv": f"{rel}/{f['figure']}.csv",
-            "table_html": _markdown_table_to_html(md[md.find("\n|") + 1:]) if f.get("table") and "\n|" in md else "",
+            "table_html": _markdown_table_to_html(md[md.find("\n|") + 1:]) if "\n|" in md else "",
             "benchmark": _benchmark(log_dir / "data.benchmark.tsv"),
         })
     return entries

@@ -11,7 +11,7 @@ sys.path.insert(0, SRC)
 os.environ["PYTHONPATH"] = SRC + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
 
 from dpfl import config as dpfl_config  # noqa: E402
-from dpfl.registry import FIGURES, code_files  # noqa: E402
+from dpfl.registry import ALLOCATIONS, FIGURES, call, code_files  # noqa: E402
 
 try:
     CFG = dpfl_config.load(workflow.basedir, config)
@@ -25,6 +25,8 @@ REPORT_HTML = "results/report/index.html"
 wildcard_constraints:
     paper="[a-z]+[0-9]{4}",
     figure="[a-z0-9_]+",
+    cell="[A-Za-z0-9_.-]+",
+    allocation="[A-Za-z0-9_.-]+",
 
 
 def figure_def(wildcards):
@@ -67,7 +69,8 @@ def compat_figure_outputs():
             for path in figure_outputs(p, f, "authors-code")]
 
 
-STAGE_RUNNERS = {"data": "dpfl.stages.data", "plot": "dpfl.stages.plot", "claims": "dpfl.stages.claims"}
+STAGE_RUNNERS = {"cell": "dpfl.stages.cell", "data": "dpfl.stages.data", "plot": "dpfl.stages.plot",
+                 "claims": "dpfl.stages.claims"}
 
 
 def stage_code(stage):
@@ -75,8 +78,10 @@ def stage_code(stage):
     figure's own function, with every dpfl module they import. Snakemake does not track imports, so
     they are declared as inputs: editing a module reruns exactly the jobs that import it."""
     def inputs(wildcards):
+        fdef = figure_def(wildcards)
         files = set(code_files(STAGE_RUNNERS[stage]))
-        if stage in ("data", "plot"):
-            files |= set(code_files(getattr(figure_def(wildcards), stage)))
+        for ref in {"cell": [fdef.cell], "data": [fdef.data], "plot": [fdef.plot, fdef.markdown]}.get(stage, []):
+            if ref:
+                files |= set(code_files(ref))
         return sorted(files)
     return inputs

@@ -3,7 +3,7 @@
 
 def _report_figures():
     return [
-        {"paper": p, "figure": f, "mode": m, "dir": figure_dir(p, f, m), "table": FIGURES[(p, f)].table}
+        {"paper": p, "figure": f, "mode": m, "dir": figure_dir(p, f, m)}
         for p, f, m in selected_variants()
     ]
 

@@ -49,6 +49,9 @@ def atomic_path(path: str | Path):
     os.close(fd)
     try:
         yield Path(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

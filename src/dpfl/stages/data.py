@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import time
 
+import pandas as pd
+
 from dpfl import tidy
 from dpfl.stages.common import atomic_path, config_hash, device, get_logger, resolve, versions, write_json
 
 
-def run_data(paper: str, figure: str, job: dict, csv_path: str, meta_path: str, log_path: str | None) -> None:
-    """`job` (the rule's params) = {function, kind, mode, scale, params}."""
+def run_data(paper: str, figure: str, job: dict, csv_path: str, meta_path: str, log_path: str | None,
+             cell_tables: list[str] = (), prepared: list[str] = ()) -> None:
+    """`job` (the rule's params) = {function, kind, mode, scale, params}. Analytic figures compute the
+    table from params; experiment figures aggregate their cell tables, and record the provenance of
+    every prepared dataset they used (real or stand-in, where from, checksums)."""
     log = get_logger(log_path, f"{paper}/{figure}:data")
     log.info("mode %s, scale %s; computing with %s", job["mode"], job["scale"], job["function"])
     start = time.perf_counter()
-    df = resolve(job["function"])(job["params"], job["mode"], log.info)
+    if job["kind"] == "experiment":
+        tables = [pd.read_parquet(path) for path in cell_tables]
+        df = resolve(job["function"])(job["params"], job["mode"], tables, log.info)
+        datasets = [dataset_provenance(path) for path in prepared]
+        data_source = "standin" if any(d["standin"] for d in datasets) else "real"
+    else:
+        df = resolve(job["function"])(job["params"], job["mode"], log.info)
+        datasets, data_source = [], "analytic"
     df = tidy.finalize(df, paper, figure)
     seconds = time.perf_counter() - start
     with atomic_path(csv_path) as tmp:
@@ -25,8 +37,8 @@ def run_data(paper: str, figure: str, job: dict, csv_path: str, meta_path: str, 
         "mode": job["mode"],
         "scale": job["scale"],
         "kind": job["kind"],
-        "data_source": "analytic" if job["kind"] == "analytic" else job.get("data_source", "unknown"),
-        "datasets": [],
+        "data_source": data_source,
+        "datasets": datasets,
         "params": job["params"],
         "config_hash": config_hash({"paper": paper, "figure": figure, **job}),
         "compute_seconds": round(seconds, 3),
@@ -35,4 +47,13 @@ def run_data(paper: str, figure: str, job: dict, csv_path: str, meta_path: str, 
         "device": device(),
     }
     write_json(meta, meta_path)
-    log.info("wrote %d rows in %.2f s -> %s", len(df), seconds, csv_path)
+    log.info("wrote %d rows in %.2f s -> %s (data: %s)", len(df), seconds, csv_path, data_source)
+
+
+def dataset_provenance(prepared_path: str) -> dict:
+    """Where a prepared dataset came from, read from its npz meta (written by the data layer)."""
+    from dpfl.data import load_prepared
+
+    _, meta = load_prepared(prepared_path)
+    keep = ("dataset", "source", "standin", "location", "files", "retrieved_at", "generator")
+    return {"name": meta.get("dataset"), **{k: meta[k] for k in keep if k in meta}}

@@ -27,7 +27,7 @@ def run_plot(paper: str, figure: str, spec: dict, csv_path: str, meta_path: str,
     with atomic_path(outputs["png"]) as png, atomic_path(outputs["pdf"]) as pdf:
         common.save(fig, png, pdf)
     markdown = caption_markdown(paper, figure, spec, meta)
-    if spec.get("table_function"):
+    if spec.get("table_function"):  # tables of the figure (e.g. Table 1, noise diagnostics), in Markdown
         markdown += "\n" + resolve(spec["table_function"])(df, spec)
     with atomic_path(outputs["md"]) as tmp:
         tmp.write_text(markdown)

@@ -1,0 +1,295 @@
+"""Minibatch SGD and Local SGD for cross-silo FL, with and without ISRL-DP noise (lowy2023 §3).
+
+One implementation serves all four algorithms of the paper: the noisy variants are the plain ones with
+a noise standard deviation > 0. Everything is vectorized over
+  reps    independent repetitions (each with its own random stream), and
+  configs grid points (step size, clip bound, noise level) that share each repetition's random draws
+          ("common random numbers": every run is exactly the algorithm; runs at different grid points
+          are merely correlated, which makes the tuning comparison less noisy and saves most of the
+          cost of drawing Gaussian noise),
+and over the participating silos of a round. Gradients are closed-form GLM gradients (dpfl.models.glm).
+
+Randomness is drawn per round by `minibatch_draws` / `local_draws` and passed in, so a plain-loop
+reference (tests/) can consume exactly the same draws.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+
+from dpfl.models.glm import GLM
+
+
+@dataclass
+class SiloData:
+    """Training data of N silos, zero-padded to the largest silo: X (N, n_max, d), y (N, n_max),
+    counts (N,). `pooled_X`, `pooled_y` hold all real rows (for the training loss)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def from_lists(cls, Xs: list[np.ndarray], ys: list[np.ndarray]) -> "SiloData":
+        n_max, d = max(len(x) for x in Xs), Xs[0].shape[1]
+        X = np.zeros((len(Xs), n_max, d))
+        y = np.zeros((len(Xs), n_max), dtype=ys[0].dtype)
+        for s, (xs, ys_) in enumerate(zip(Xs, ys)):
+            X[s, : len(xs)], y[s, : len(ys_)] = xs, ys_
+        return cls(X, y, np.array([len(x) for x in Xs]))
+
+    @property
+    def n_silos(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.X.shape[2]
+
+    @property
+    def pooled_X(self) -> np.ndarray:
+        return np.concatenate([self.X[s, :c] for s, c in enumerate(self.counts)])
+
+    @property
+    def pooled_y(self) -> np.ndarray:
+        return np.concatenate([self.y[s, :c] for s, c in enumerate(self.counts)])
+
+    @property
+    def norms(self) -> np.ndarray:
+        return np.linalg.norm(self.X, axis=-1)
+
+
+@dataclass
+class Settings:
+    """Shared by all grid points of one call.
+
+    rounds R; silos_per_round M; local K (minibatch size for MB-SGD, local steps for Local SGD);
+    aggregation "mean" (paper) or "sum" (authors' code, MB-SGD); average_last: the output is the mean
+    of the last `average_last` iterates (8 for MNIST/insurance, 1 = last iterate for obesity);
+    divergence_threshold: every `check_every` rounds, a config whose training loss at the averaged
+    iterate exceeds it is declared diverged and frozen (None: never)."""
+
+    rounds: int
+    silos_per_round: int
+    local: int
+    aggregation: str = "mean"
+    average_last: int = 8
+    divergence_threshold: float | None = None
+    check_every: int = 5
+
+
+@dataclass
+class Grid:
+    """Per-config values (G configs): step size eta (G,), clip bound (G,) (np.inf = no clipping), and
+    noise std (G, N) per silo. For MB-SGD the std is that of the Gaussian added to a silo's gradient SUM
+    over its batch (the message is (sum + noise)/K); for Local SGD it is the std added to every step's
+    gradient."""
+
+    eta: np.ndarray
+    clip: np.ndarray
+    noise_std: np.ndarray
+
+
+@dataclass
+class Result:
+    W: np.ndarray  # output parameters (reps, G, d, C): mean of the last `average_last` iterates
+    diverged: np.ndarray  # (reps, G) bool
+    train_loss: np.ndarray  # (reps, G) pooled training loss at W (penalty not applied)
+
+
+# --------------------------------------------------------------------------------------------------
+# random draws (one dict per round, arrays stacked over reps)
+# --------------------------------------------------------------------------------------------------
+
+
+def _subsets(rngs, n_silos: int, m: int) -> np.ndarray:
+    return np.stack([rng.permutation(n_silos)[:m] for rng in rngs])
+
+
+def minibatch_draws(rngs: list[np.random.Generator], data: SiloData, settings: Settings, out_dim: int,
+                    replace: bool = False, noise: bool = True) -> Iterator[dict]:
+    """Per round: silos S (reps, M), batch indices B (reps, M, K) into each silo's rows (without
+    replacement by default), standard-normal noise Z (reps, M, d, C)."""
+    N, d, K, M = data.n_silos, data.dim, settings.local, settings.silos_per_round
+    for _ in range(settings.rounds):
+        S = _subsets(rngs, N, M)
+        B = np.stack([
+            np.stack([rng.choice(data.counts[s], K, replace=replace) for s in S[i]]) for i, rng in enumerate(rngs)
+        ])
+        Z = np.stack([rng.standard_normal((M, d, out_dim)) for rng in rngs]) if noise else None
+        yield {"S": S, "B": B, "Z": Z}
+
+
+def local_draws(rngs: list[np.random.Generator], data: SiloData, settings: Settings, out_dim: int,
+                noise: bool = True) -> Iterator[dict]:
+    """Per round: silos S (reps, M), sample indices J (reps, K, M) drawn uniformly from each silo's rows,
+    standard-normal noise Z (reps, K, M, d, C), one per local step."""
+    N, d, K, M = data.n_silos, data.dim, settings.local, settings.silos_per_round
+    for _ in range(settings.rounds):
+        S = _subsets(rngs, N, M)
+        J = np.stack([
+            np.floor(rng.random((K, M)) * data.counts[S[i]]).astype(np.int64) for i, rng in enumerate(rngs)
+        ])
+        Z = np.stack([rng.standard_normal((K, M, d, out_dim)) for rng in rngs]) if noise else None
+        yield {"S": S, "J": J, "Z": Z}
+
+
+# --------------------------------------------------------------------------------------------------
+# the algorithms
+# --------------------------------------------------------------------------------------------------
+
+
+def _clip_factor(x_norm, res, clip):
+    """min(1, C / ‖x ⊗ r‖) with ‖x ⊗ r‖ = ‖x‖·‖r‖ (torch; res (..., G, C), x_norm and clip broadcast).
+    A zero gradient gives C/0 = inf, clamped to 1."""
+    norm = x_norm * (res.abs()[..., 0] if res.shape[-1] == 1 else torch.linalg.vector_norm(res, dim=-1))
+    return (clip / norm).clamp_(max=1.0)
+
+
+def _residual(model: GLM, scores, y):
+    """Torch twin of GLM.residual (the hot loops run in torch; GLM stays the numpy reference)."""
+    if model.kind == "logistic":
+        return torch.sigmoid(torch.clamp(scores, -15.0, 15.0)) - y[..., None]
+    if model.kind == "linear":
+        return scores - y[..., None]
+    onehot = torch.nn.functional.one_hot(y.long(), model.classes).to(scores.dtype)
+    return torch.softmax(scores, dim=-1) - onehot
+
+
+def _mean_loss(model: GLM, X, y, W: np.ndarray) -> np.ndarray:
+    """Mean loss over rows of X (n, d) for every parameter set in W (..., d, C): torch twin of
+    GLM.loss, as one matrix product (it runs every `check_every` rounds on all training rows)."""
+    lead, (d, C) = W.shape[:-2], W.shape[-2:]
+    Wt = torch.from_numpy(np.ascontiguousarray(W.reshape(-1, d, C).transpose(1, 0, 2).reshape(d, -1)))
+    scores = (X @ Wt).reshape(len(X), -1, C)  # (n, configs, C)
+    if model.kind == "logistic":  # labels are 0/1: one log per entry, p = s or 1 − s
+        s = torch.sigmoid(torch.clamp(scores[..., 0], -15.0, 15.0))
+        p = torch.where(y[:, None] > 0.5, s, 1 - s)
+        loss = -torch.log(1e-12 + p)
+    elif model.kind == "linear":
+        loss = 0.5 * (y[:, None] - scores[..., 0]) ** 2
+    else:
+        loss = -torch.gather(torch.log_softmax(scores, dim=-1), 2,
+                             y.long()[:, None, None].expand(-1, scores.shape[1], 1))[..., 0]
+    return loss.mean(dim=0).numpy().reshape(lead)
+
+
+class _Tracker:
+    """Iterate averaging (the last `average_last` iterates, including w_0 early on) and the
+    divergence check every `check_every` rounds on the pooled training data."""
+
+    def __init__(self, model: GLM, data: SiloData, settings: Settings, W0: np.ndarray):
+        self.model, self.settings = model, settings
+        self.X, self.y = torch.from_numpy(data.pooled_X), torch.from_numpy(data.pooled_y.astype(float))
+        self.history = deque([W0.copy()], maxlen=settings.average_last)
+        self.diverged = np.zeros(W0.shape[:2], dtype=bool)
+        # the clipped logistic loss never exceeds −ln(1e−12) ≈ 27.6: a larger threshold cannot trigger
+        self.can_diverge = settings.divergence_threshold is not None and settings.divergence_threshold < model.max_loss
+
+    def average(self) -> np.ndarray:
+        return np.mean(np.stack(self.history), axis=0)
+
+    def step(self, r: int, W_old: np.ndarray, W_new: np.ndarray) -> np.ndarray:
+        W = np.where(self.diverged[..., None, None], W_old, W_new)  # diverged configs stay frozen
+        self.history.append(W.copy())
+        s = self.settings
+        if self.can_diverge and (r + 1) % s.check_every == 0:
+            with np.errstate(all="ignore"):
+                loss = _mean_loss(self.model, self.X, self.y, self.average())
+            self.diverged |= ~(loss <= s.divergence_threshold)  # NaN counts as diverged
+        return W
+
+    def result(self) -> Result:
+        W = self.average()
+        with np.errstate(all="ignore"):
+            loss = _mean_loss(self.model, self.X, self.y, W)
+        return Result(W=W, diverged=self.diverged | ~np.isfinite(loss), train_loss=loss)
+
+
+def minibatch_sgd(model: GLM, data: SiloData, settings: Settings, grid: Grid, draws: Iterable[dict],
+                  reps: int) -> Result:
+    """(ISRL-DP) MB-SGD. Each round, each of M silos sends g̃_s = (1/K)[Σ_{j∈B_s} clip(∇f(w; x_j)) + σ_s·Z_s];
+    the server sets w ← w − η·mean_s g̃_s (or the sum, `aggregation: sum`).
+
+    Layout: parameters (reps, d, G·C), so scores and gradient sums are batched matrix products."""
+    d, C, G, M, K = data.dim, model.out_dim, len(grid.eta), settings.silos_per_round, settings.local
+    X, y, norms = (torch.from_numpy(a) for a in (data.X, data.y.astype(float), data.norms))
+    W = torch.zeros((reps, d, G, C), dtype=torch.float64)
+    track = _Tracker(model, data, settings, _to_np(W))
+    eta = torch.from_numpy(grid.eta)[:, None]
+    clip = torch.from_numpy(grid.clip)
+    noise_std = torch.from_numpy(grid.noise_std)
+    for r, dr in enumerate(draws):
+        S, B = torch.from_numpy(dr["S"]), torch.from_numpy(dr["B"])
+        Xb = X[S[..., None], B]  # (reps, M, K, d)
+        scores = (Xb.reshape(reps, M * K, d) @ W.reshape(reps, d, G * C)).reshape(reps, M, K, G, C)
+        res = _residual(model, scores, y[S[..., None], B][..., None])
+        res = res * _clip_factor(norms[S[..., None], B][..., None], res, clip)[..., None]
+        gsum = (Xb.transpose(-1, -2) @ res.reshape(reps, M, K, G * C)).reshape(reps, M, d, G, C)
+        if dr.get("Z") is not None and bool(torch.any(noise_std != 0)):
+            std = noise_std[:, S].permute(1, 2, 0)  # (reps, M, G)
+            gsum = gsum + std[:, :, None, :, None] * torch.from_numpy(dr["Z"])[:, :, :, None, :]
+        msg = gsum / K
+        agg = msg.mean(dim=1) if settings.aggregation == "mean" else msg.sum(dim=1)  # (reps, d, G, C)
+        W = _from_np(track.step(r, _to_np(W), _to_np(W - eta * agg)))
+    return track.result()
+
+
+def local_sgd(model: GLM, data: SiloData, settings: Settings, grid: Grid, draws: Iterable[dict],
+              reps: int) -> Result:
+    """(ISRL-DP) Local SGD. Each round, each of M silos starts from w and takes K steps
+    v ← v − η(clip(∇f(v; x_j)) + σ_s·Z) on single records j; the server averages the M local models.
+
+    The noise is the same standard-normal draw for every config, scaled by a = η·σ, so a silo's local
+    model is v = u − a·s with s = Σ Z its (shared) noise walk and u the rest: the per-config work of
+    a step is one score and one rank-1 update, both batched matrix products (layout (reps·M, d, G·C)).
+    This is an exact rewriting of the update, not an approximation."""
+    d, C, G, M = data.dim, model.out_dim, len(grid.eta), settings.silos_per_round
+    # features, label and feature norm of every record side by side: one gather per local step
+    table = torch.from_numpy(np.concatenate([data.X, data.y.astype(float)[..., None], data.norms[..., None]], axis=-1))
+    eta = torch.from_numpy(grid.eta)[:, None]  # (G, 1)
+    clip = torch.from_numpy(grid.clip)
+    noise_std = torch.from_numpy(grid.noise_std)
+    W = torch.zeros((reps, d, G, C), dtype=torch.float64)
+    track = _Tracker(model, data, settings, _to_np(W))
+    for r, dr in enumerate(draws):
+        S, J = torch.from_numpy(dr["S"]), torch.from_numpy(dr["J"])
+        noisy = dr.get("Z") is not None and bool(torch.any(noise_std != 0))
+        U = W[:, None].expand(reps, M, d, G, C).reshape(reps * M, d, G * C).clone()
+        if noisy:
+            Z = torch.from_numpy(dr["Z"])  # (reps, K, M, d, C)
+            walk = torch.zeros((reps * M, d, C), dtype=torch.float64)
+            a = (noise_std[:, S].permute(1, 2, 0) * eta[:, 0]).reshape(reps * M, G)  # η_g σ_{g,s}
+        for k in range(J.shape[1]):
+            rows = table[S, J[:, k]].reshape(reps * M, d + 2)
+            x = rows[:, None, :d]
+            scores = (x @ U).reshape(reps * M, G, C)
+            if noisy:
+                scores = scores - a[..., None] * (x @ walk).reshape(reps * M, 1, C)
+            res = _residual(model, scores, rows[:, d : d + 1])
+            res = res * _clip_factor(rows[:, d + 1 : d + 2], res, clip)[..., None]
+            coef = (res * eta[None]).reshape(reps * M, 1, G * C)
+            U.baddbmm_(x.transpose(1, 2), coef, alpha=-1.0)
+            if noisy:
+                walk += Z[:, k].reshape(reps * M, d, C)
+        V = U.reshape(reps * M, d, G, C)
+        if noisy:
+            V = V - a[:, None, :, None] * walk[:, :, None, :]
+        W_new = V.reshape(reps, M, d, G, C).mean(dim=1)
+        W = _from_np(track.step(r, _to_np(W), _to_np(W_new)))
+    return track.result()
+
+
+def _from_np(W: np.ndarray):
+    """(reps, G, d, C) numpy -> (reps, d, G, C) torch."""
+    return torch.from_numpy(np.ascontiguousarray(np.transpose(W, (0, 2, 1, 3))))
+
+
+def _to_np(W) -> np.ndarray:
+    """(reps, d, G, C) torch -> (reps, G, d, C) numpy, the layout of Result and the tracker."""
+    return W.permute(0, 2, 1, 3).contiguous().numpy()

@@ -1,0 +1,373 @@
+"""Obtain a dataset's raw files into data/raw/<dataset>/ and record where they came from in SOURCE.json.
+
+`data_source` decides where from:
+- auto: the local mirror (<mirror>/<entry.mirror>/<file>), then the official URLs (each file's `urls`, in order),
+  then the Kaggle API (only when credentials exist), then the synthetic stand-in;
+- real: the same real sources, but an error listing every attempt instead of the stand-in;
+- standin: the stand-in generator (dpfl.data.standins.<entry.standin>) only.
+
+A source serves a whole dataset (all files from the mirror, or all from URLs, ...), so SOURCE.json names one.
+Every file is verified before use: its sha256 against the catalog (`sha256` or a published variant in
+`alt_sha256`), or, where no trustworthy checksum exists, a content check (its sha256 is then recorded).
+An attempt works in a private staging folder inside data/raw/<dataset>/ (same file system, so os.replace is
+atomic); files move into place only once the whole dataset is complete and verified, and the staging folder is
+removed whatever happens, so a failed attempt leaves no file behind. Archives (`unpack`) are verified, then
+their listed members are extracted and the archive is dropped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+import urllib.request
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from dpfl.data import checks
+from dpfl.data.common import DataError, gzip_writer, sha256_file, sha256_gzip_content, standin_seed
+from dpfl.stages.common import write_json
+
+TIMEOUT_SECONDS = 60  # per blocking network operation (connect, each read)
+PROGRESS_SECONDS = 10  # a progress line at most this often during a long transfer
+CHUNK = 1 << 20
+SOURCE_FILE = "SOURCE.json"
+STAGING_PREFIX = ".incoming-"
+
+Log = Callable[[str], None]
+_default_log = logging.getLogger("dpfl.data").info
+
+
+class _SourceFailed(Exception):
+    """This source cannot serve the dataset; the reasons are already in the attempts list."""
+
+
+def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "auto", mirror: str | None = None,
+            log: Log = _default_log) -> dict:
+    """Fill raw_dir with the dataset's verified files, write raw_dir/SOURCE.json and return its content.
+
+    `entry` is the dataset's validated entry of config/datasets.yaml; `mirror` the resolved mirror folder or None.
+    Raises DataError (naming the dataset, each source tried and why it failed) when nothing allowed worked."""
+    if data_source not in ("auto", "real", "standin"):
+        raise ValueError(f"data_source must be auto, real or standin, not {data_source!r}")
+    raw_dir = Path(raw_dir)
+    created = not raw_dir.exists()
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    attempts: list[dict] = []
+    try:
+        record = None
+        if data_source != "standin":
+            record = _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log)
+            if record is None and data_source == "real":
+                raise DataError(_failure(dataset, "no real source worked (data_source: real)", attempts, mirror, entry))
+        if record is None:
+            if not entry["standin"]:
+                raise DataError(_failure(dataset, "no real source worked and this dataset has no stand-in generator yet",
+                                         attempts, mirror, entry))
+            record = _staged(raw_dir, lambda staging: _generate_standin(dataset, entry, staging, log))
+        record = {"dataset": dataset, "source": record["source"], "standin": record["standin"],
+                  "location": record["location"], "data_source": data_source,
+                  "retrieved_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+                  "files": record["files"], "archives": record["archives"], "generator": record["generator"],
+                  "attempts": attempts}
+        write_json(record, raw_dir / SOURCE_FILE)
+        return record
+    finally:
+        if created and raw_dir.exists() and not any(raw_dir.iterdir()):
+            raw_dir.rmdir()
+
+
+# --------------------------------------------------------------------------------------------------
+# the real sources, in order
+# --------------------------------------------------------------------------------------------------
+
+
+def _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log) -> dict | None:
+    """Try mirror, URLs, Kaggle in this order; return the record of the first that serves every file, else None."""
+    if mirror:
+        folder = Path(mirror) / entry["mirror"]
+        result = _try(raw_dir, attempts, "mirror", str(folder), lambda st: _fetch_mirror(dataset, entry, folder, st, log))
+        if result:
+            return {"source": "mirror", "location": str(folder), **result}
+    else:
+        attempts.append({"source": "mirror", "location": None,
+                         "error": "no mirror configured (config data_mirror or $DPFL_DATA_MIRROR)"})
+    if all(f["urls"] for f in entry["files"]):
+        result = _try(raw_dir, attempts, "url", None, lambda st: _fetch_urls(dataset, entry, st, attempts, log))
+        if result:
+            urls = list(dict.fromkeys(f["location"] for f in result["files"]))  # unique, in order
+            location = urls[0] if len(urls) == 1 else os.path.commonprefix(urls).rpartition("/")[0] + "/"
+            return {"source": "url", "location": location, **result}
+    if entry["kaggle"]:
+        slug = entry["kaggle"]
+        if not kaggle_credentials():
+            attempts.append({"source": "kaggle", "location": slug, "error": "skipped: no Kaggle credentials "
+                             "(~/.kaggle/kaggle.json, KAGGLE_USERNAME/KAGGLE_KEY or KAGGLE_API_TOKEN)"})
+        else:
+            result = _try(raw_dir, attempts, "kaggle", slug, lambda st: _fetch_kaggle(dataset, entry, st, log))
+            if result:
+                return {"source": "kaggle", "location": slug, **result}
+    return None
+
+
+def _try(raw_dir, attempts, source, location, fetch) -> dict | None:
+    """Run one source through a staging folder; its result, or None after recording why it failed."""
+    try:
+        return _staged(raw_dir, fetch)
+    except _SourceFailed:  # the reasons are already in `attempts`
+        return None
+    except DataError as exc:
+        attempts.append({"source": source, "location": location, "error": str(exc)})
+        return None
+
+
+def _fetch_mirror(dataset, entry, folder: Path, staging: Path, log) -> dict:
+    files, archives = [], []
+    for f in entry["files"]:
+        src = folder / f["name"]
+        if not src.is_file():
+            raise DataError(f"{dataset}: {f['name']}: not in the mirror ({src})")
+        log(f"{dataset}: copying {src}")
+        shutil.copyfile(src, staging / f["name"])
+        rec = _verify(dataset, f, staging / f["name"], f"mirror {src}")
+        _add(dataset, f, rec, staging, files, archives, log)
+    return {"files": files, "archives": archives}
+
+
+def _fetch_urls(dataset, entry, staging: Path, attempts: list, log) -> dict:
+    """Each file from the first of its URLs that yields a verified copy; every failed URL is an attempt."""
+    files, archives, containers = [], [], {}
+    for f in entry["files"]:
+        dest = staging / f["name"]
+        for source in f["urls"]:
+            url, member = (source, None) if isinstance(source, str) else (source["url"], source["member"])
+            try:
+                payload = dest.with_name(dest.name[:-3]) if f["gzip"] else dest
+                if member is None:
+                    _download(url, payload, f"{dataset}: {f['name']}", log)
+                else:
+                    if url not in containers:
+                        container = staging / f".archive-{len(containers)}"
+                        _download(url, container, f"{dataset}: {f['name']}", log)
+                        containers[url] = container
+                    _extract_member(dataset, containers[url], member, payload)
+                if f["gzip"]:
+                    _gzip(payload, dest)
+                rec = _verify(dataset, f, dest, url)
+                rec["location"] = url + (f"#{member}" if member else "")
+                break
+            except DataError as exc:
+                attempts.append({"source": "url", "location": url, "error": str(exc)})
+                log(f"{url}: failed: {exc}")
+                for p in (dest, dest.with_name(dest.name[:-3])):
+                    p.unlink(missing_ok=True)
+        else:
+            raise _SourceFailed()
+        _add(dataset, f, rec, staging, files, archives, log)
+    for path in containers.values():
+        path.unlink(missing_ok=True)
+    return {"files": files, "archives": archives}
+
+
+def _fetch_kaggle(dataset, entry, staging: Path, log) -> dict:
+    """All files of the Kaggle dataset (unzipped), then each catalog file picked from them by name."""
+    slug = entry["kaggle"]
+    box = staging / ".kaggle"
+    box.mkdir()
+    log(f"{dataset}: downloading Kaggle dataset {slug}")
+    try:
+        # Imported only here: importing `kaggle` authenticates (over the network) and may exit without credentials.
+        from kaggle.api.kaggle_api_extended import KaggleApi
+
+        api = KaggleApi()
+        api.authenticate()
+        api.dataset_download_files(slug, path=str(box), unzip=True, quiet=True, force=True)
+    except (Exception, SystemExit) as exc:  # the kaggle package calls exit() on authentication problems
+        raise DataError(f"{dataset}: Kaggle API download of {slug} failed: {type(exc).__name__}: {exc}") from None
+    found = {p.name: p for p in box.rglob("*") if p.is_file()}
+    files, archives = [], []
+    for f in entry["files"]:
+        want = f["name"][:-3] if f["gzip"] else f["name"]
+        if want not in found:
+            raise DataError(f"{dataset}: {want} not in the Kaggle dataset {slug} (it has: {', '.join(sorted(found))})")
+        dest = staging / f["name"]
+        if f["gzip"]:
+            _gzip(found[want], dest)
+        else:
+            os.replace(found[want], dest)
+        rec = _verify(dataset, f, dest, f"Kaggle {slug}")
+        _add(dataset, f, rec, staging, files, archives, log)
+    shutil.rmtree(box)
+    return {"files": files, "archives": archives}
+
+
+def kaggle_credentials() -> str | None:
+    """Where Kaggle credentials are, or None. Checked without importing `kaggle`, whose import authenticates."""
+    if os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY"):
+        return "KAGGLE_USERNAME/KAGGLE_KEY"
+    if os.environ.get("KAGGLE_API_TOKEN"):
+        return "KAGGLE_API_TOKEN"
+    folders = [os.environ.get("KAGGLE_CONFIG_DIR"), "~/.kaggle",
+               os.path.join(os.environ.get("XDG_CONFIG_HOME") or "~/.config", "kaggle")]
+    for folder in filter(None, folders):
+        for name in ("kaggle.json", "access_token"):
+            path = Path(folder, name).expanduser()
+            if path.is_file():
+                return str(path)
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# the stand-in
+# --------------------------------------------------------------------------------------------------
+
+
+def _generate_standin(dataset, entry, staging: Path, log) -> dict:
+    module = importlib.import_module(f"dpfl.data.standins.{entry['standin']}")
+    seed = standin_seed(dataset)
+    log(f"{dataset}: generating the synthetic stand-in ({module.__name__}, seed entropy {seed.entropy})")
+    start = time.perf_counter()
+    module.generate(staging, seed)
+    log(f"{dataset}: stand-in generated in {time.perf_counter() - start:.1f} s")
+    files = [{"name": p.name, "sha256": sha256_file(p), "bytes": p.stat().st_size, "verified": "generated"}
+             for p in sorted(staging.iterdir()) if p.is_file()]
+    generator = {"module": module.__name__, "version": module.VERSION, "seed_entropy": seed.entropy,
+                 "seed_from": f"SeedSequence(first 16 bytes of sha256('dpfl-standin/{dataset}'))"}
+    return {"source": "standin", "location": module.__name__, "standin": True, "generator": generator,
+            "files": files, "archives": []}
+
+
+# --------------------------------------------------------------------------------------------------
+# staging, verification, transfers
+# --------------------------------------------------------------------------------------------------
+
+
+def _staged(raw_dir: Path, fetch) -> dict:
+    """Run fetch(staging) in a fresh staging folder inside raw_dir; move its files into raw_dir only if it
+    succeeds; always remove the staging folder. Files of an earlier download that the new one lacks are removed."""
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=raw_dir))
+    try:
+        result = fetch(staging)
+        names = {f["name"] for f in result["files"]}
+        for name in sorted(names):
+            os.replace(staging / name, raw_dir / name)
+        for old in raw_dir.iterdir():
+            if old.name not in names and old.name != SOURCE_FILE and old != staging:
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
+        result.setdefault("standin", False)
+        result.setdefault("generator", None)
+        return result
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _verify(dataset: str, f: dict, path: Path, origin: str) -> dict:
+    """Check a stored file against its catalog entry before anything uses it; return its record."""
+    digest = sha256_file(path)
+    rec = {"name": f["name"], "sha256": digest, "bytes": path.stat().st_size}
+    if f["sha256"]:
+        accepted = [f["sha256"], *f["alt_sha256"]]
+        if digest not in accepted:
+            raise DataError(f"{dataset}: {f['name']} from {origin}: sha256 mismatch: expected {' or '.join(accepted)}, "
+                            f"actual {digest}")
+        rec["verified"] = "sha256" if digest == f["sha256"] else "sha256 of a published variant (alt_sha256)"
+    else:
+        try:
+            summary = checks.CHECKS[f["check"]](dataset, path)
+        except DataError as exc:
+            raise DataError(f"{exc} (from {origin})") from None
+        rec["verified"] = f"content check '{f['check']}': {summary}; no published sha256, recorded here"
+    if f["gzip"]:
+        try:
+            rec["content_sha256"] = sha256_gzip_content(path)
+        except (OSError, EOFError) as exc:
+            raise DataError(f"{dataset}: {f['name']} from {origin}: not a valid gzip file: {exc}") from None
+    return rec
+
+
+def _add(dataset, f, rec, staging: Path, files: list, archives: list, log) -> None:
+    """Append a verified file's record; an archive is unpacked (its members become the files) and dropped."""
+    if not f["unpack"]:
+        files.append(rec)
+        return
+    archive = staging / f["name"]
+    log(f"{dataset}: unpacking {', '.join(f['unpack'])} from {f['name']}")
+    for member in f["unpack"]:
+        _extract_member(dataset, archive, member, staging / member)
+        files.append({"name": member, "sha256": sha256_file(staging / member), "bytes": (staging / member).stat().st_size,
+                      "verified": f"member of {f['name']} (sha256 verified)", "from_archive": f["name"],
+                      **({"location": rec["location"]} if "location" in rec else {})})
+    archive.unlink()
+    archives.append(rec)
+
+
+def _download(url: str, dest: Path, label: str, log) -> None:
+    """Stream a URL (http, https or file) to dest, with progress lines for long transfers. `label` (dataset: file)
+    starts every error message."""
+    try:
+        request = urllib.request.Request(url, headers={"User-Agent": "dpfl-repro (+urllib)"})
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as resp, open(dest, "wb") as out:
+            total = int(resp.headers.get("Content-Length") or 0)
+            log(f"downloading {url}" + (f" ({total / 1e6:.1f} MB)" if total else ""))
+            done, last = 0, time.monotonic()
+            while block := resp.read(CHUNK):
+                out.write(block)
+                done += len(block)
+                if time.monotonic() - last >= PROGRESS_SECONDS:
+                    last = time.monotonic()
+                    log(f"  {done / 1e6:.1f}" + (f" of {total / 1e6:.1f} MB ({100 * done / total:.0f}%)" if total else " MB"))
+            if total and done != total:
+                raise DataError(f"{label}: transfer ended after {done} of {total} bytes")
+    except DataError:
+        raise
+    except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts, connection resets are OSErrors
+        raise DataError(f"{label}: {type(exc).__name__}: {exc}") from None
+
+
+def _extract_member(dataset: str, archive: Path, member: str, dest: Path) -> None:
+    """Copy the file whose base name is `member` out of a zip or tar archive (no path from the archive is used)."""
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as z:
+                infos = [i for i in z.infolist() if not i.is_dir() and Path(i.filename).name == member]
+                names = [i.filename for i in z.infolist()]
+                if infos:
+                    with z.open(infos[0]) as src, open(dest, "wb") as out:
+                        shutil.copyfileobj(src, out, CHUNK)
+                    return
+        else:
+            with tarfile.open(archive) as tar:
+                names = []
+                for info in tar:
+                    names.append(info.name)
+                    if info.isfile() and Path(info.name).name == member:
+                        with tar.extractfile(info) as src, open(dest, "wb") as out:
+                            shutil.copyfileobj(src, out, CHUNK)
+                        return
+    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as exc:
+        raise DataError(f"{dataset}: cannot read archive for {member}: {type(exc).__name__}: {exc}") from None
+    shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+    raise DataError(f"{dataset}: {member} not found in the archive (it holds: {shown or 'nothing'})")
+
+
+def _gzip(src: Path, dest: Path) -> None:
+    """Compress src to dest (byte-identical for identical content) and remove src."""
+    with open(src, "rb") as fin, open(dest, "wb") as raw, gzip_writer(raw) as out:
+        shutil.copyfileobj(fin, out, CHUNK)
+    src.unlink()
+
+
+def _failure(dataset: str, headline: str, attempts: list, mirror, entry) -> str:
+    lines = [f"dataset '{dataset}': {headline}; sources tried:"]
+    lines += [f"  - {a['source']}{' ' + a['location'] if a['location'] else ''}: {a['error']}" for a in attempts]
+    where = f"{mirror}/{entry['mirror']}/" if mirror else f"<mirror>/{entry['mirror']}/"
+    fallback = (f"or allow the synthetic stand-in (data_source: auto, or dataset_source: {{{dataset}: standin}})"
+                if entry["standin"] else "(there is no stand-in to fall back to)")
+    lines.append(f"Put verified copies in {where} (config data_mirror or $DPFL_DATA_MIRROR), fix the network, {fallback}.")
+    return "\n".join(lines)

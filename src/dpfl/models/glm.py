@@ -1,0 +1,116 @@
+"""Generalized linear models with closed-form (per-example) gradients, batched over leading axes.
+
+Parameters are always shaped (..., d, C): C = 1 for logistic and linear regression, C = classes for
+softmax regression. A per-example gradient is the outer product x ⊗ r(x) of the features and a
+"residual" r ∈ R^C, so its norm is ‖x‖·‖r‖ and clipping needs no gradient materialized (lowy2023 §8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit, log_softmax, softmax
+
+
+@dataclass(frozen=True)
+class GLM:
+    """kind: "logistic" (labels 0/1), "linear" (real targets), "softmax" (labels 0..C−1)."""
+
+    kind: str
+    classes: int = 1
+
+    @property
+    def out_dim(self) -> int:
+        return self.classes if self.kind == "softmax" else 1
+
+    @property
+    def max_loss(self) -> float:
+        """Largest possible per-example loss (the logistic loss is bounded by its 1e-12 guard)."""
+        return float(-np.log(1e-12)) if self.kind == "logistic" else float("inf")
+
+    def residual(self, scores: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """∂loss/∂score for each example: scores (..., C), y (...) -> (..., C)."""
+        if self.kind == "logistic":
+            return expit(np.clip(scores, -15.0, 15.0)) - y[..., None]
+        if self.kind == "linear":
+            return scores - y[..., None]
+        if self.kind == "softmax":
+            p = softmax(scores, axis=-1)
+            return p - _one_hot(y, self.classes)
+        raise ValueError(f"unknown model kind {self.kind!r}")
+
+    def example_loss(self, scores: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Loss per example: scores (..., C), y (...) -> (...)."""
+        if self.kind == "logistic":
+            s = expit(np.clip(scores[..., 0], -15.0, 15.0))
+            return -(y * np.log(1e-12 + s) + (1 - y) * np.log(1e-12 + 1 - s))
+        if self.kind == "linear":
+            return 0.5 * (y - scores[..., 0]) ** 2
+        if self.kind == "softmax":
+            return -np.take_along_axis(log_softmax(scores, axis=-1), y[..., None].astype(np.int64), axis=-1)[..., 0]
+        raise ValueError(f"unknown model kind {self.kind!r}")
+
+    def loss(self, X: np.ndarray, y: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Mean loss over the rows of X (n, d) for parameters W (..., d, C) -> (...)."""
+        return self.example_loss(np.einsum("nd,...dc->...nc", X, W), y).mean(axis=-1)
+
+    def grad(self, X: np.ndarray, y: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Mean gradient over rows, W (d, C) -> (d, C)."""
+        return X.T @ self.residual(X @ W, y) / len(X)
+
+    def hessian(self, X: np.ndarray, y: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Hessian of the mean loss w.r.t. vec(W) (row-major over (d, C)) -> (dC, dC)."""
+        n, d = X.shape
+        scores = X @ W
+        if self.kind == "logistic":
+            s = expit(np.clip(scores[:, 0], -15.0, 15.0))
+            return (X * (s * (1 - s))[:, None]).T @ X / n
+        if self.kind == "linear":
+            return X.T @ X / n
+        p = softmax(scores, axis=-1)  # (n, C)
+        C = p.shape[1]
+        # Σ_i (diag(p_i) − p_i p_iᵀ) ⊗ x_i x_iᵀ, arranged for vec over (d, C)
+        A = np.einsum("nc,ne->nce", -p, p)
+        A[:, np.arange(C), np.arange(C)] += p
+        B = (X[:, :, None] * A.reshape(n, 1, C * C)).reshape(n, d * C * C)
+        H = (B.T @ X / n).reshape(d, C, C, d)  # one matrix product: H[d, c, e, f] = Σ_n x_d A_ce x_f / n
+        return H.transpose(0, 1, 3, 2).reshape(d * C, d * C)
+
+    def predict_error(self, X: np.ndarray, y: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Misclassification rate (logistic: predict 1 iff sigmoid > 0.5; softmax: argmax) -> (...)."""
+        scores = np.einsum("nd,...dc->...nc", X, W)
+        if self.kind == "logistic":
+            pred = (expit(np.clip(scores[..., 0], -15.0, 15.0)) > 0.5).astype(float)
+        elif self.kind == "softmax":
+            pred = scores.argmax(axis=-1)
+        else:
+            raise ValueError("predict_error is for classifiers")
+        return (pred != y).mean(axis=-1)
+
+    def mse(self, X: np.ndarray, y: np.ndarray, W: np.ndarray) -> np.ndarray:
+        return ((np.einsum("nd,...dc->...nc", X, W)[..., 0] - y) ** 2).mean(axis=-1)
+
+
+def _one_hot(y: np.ndarray, classes: int) -> np.ndarray:
+    return (y[..., None] == np.arange(classes)).astype(float)
+
+
+def newton_optimum(model: GLM, X: np.ndarray, y: np.ndarray, max_iter: int = 1000, tol: float = 1e-6):
+    """Minimizer of the mean training loss (lowy2023 §2): start at 0, damped step 0.5·H⁺g, stop when the
+    Newton decrement sqrt(gᵀH⁺g) ≤ tol. Linear regression uses the closed form. The pseudo-inverse
+    handles softmax's flat directions (adding the same vector to every class's column).
+    Returns (W*, F*, iterations, converged)."""
+    d, C = X.shape[1], model.out_dim
+    if model.kind == "linear":
+        w, *_ = np.linalg.lstsq(X, y, rcond=None)
+        W = w.reshape(d, 1)
+        return W, float(model.loss(X, y, W)), 0, True
+    W = np.zeros((d, C))
+    for it in range(1, max_iter + 1):
+        g = model.grad(X, y, W).reshape(-1)
+        step = np.linalg.pinv(model.hessian(X, y, W), rcond=1e-12, hermitian=True) @ g
+        W = W - 0.5 * step.reshape(d, C)
+        if np.sqrt(max(float(g @ step), 0.0)) <= tol:
+            return W, float(model.loss(X, y, W)), it, True
+    return W, float(model.loss(X, y, W)), max_iter, False

@@ -1,0 +1,87 @@
+"""The dataset catalog (config/datasets.yaml) and the data keys of config/config.yaml: validated with readable
+errors (file, key, allowed values), per-dataset data_source overrides, mirror resolution."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dpfl import config
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASETS = {"mnist", "insurance", "obesity", "creditcard", "heart_disease", "tcga_brca", "emnist", "emnist_full",
+            "stackoverflow"}
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A copy of the configuration and schemas (enough for dpfl.config.load)."""
+    for item in ("config", "workflow/schemas"):
+        shutil.copytree(ROOT / item, tmp_path / item)
+    return tmp_path
+
+
+def test_catalog_lists_every_dataset_with_sources():
+    cat = config.load_datasets(ROOT)
+    assert set(cat) == DATASETS
+    for name, entry in cat.items():
+        assert entry["description"] and entry["license"] and entry["mirror"], name
+        for f in entry["files"]:
+            assert f["urls"], (name, f["name"])
+            assert f["sha256"] or f["check"], (name, f["name"])
+    assert cat["creditcard"]["files"][0]["sha256"] is None and cat["creditcard"]["files"][0]["check"] == "creditcard"
+    assert cat["insurance"]["kaggle"] == "mirichoi0218/insurance"
+    assert cat["creditcard"]["kaggle"] == "mlg-ulb/creditcardfraud"
+    assert {n for n, e in cat.items() if e["standin"]} == {"mnist", "insurance", "obesity", "creditcard"}
+    assert cat["emnist"]["files"][0]["name"] == "fed_emnist_digitsonly.tar.bz2"
+    assert [f["name"] for f in cat["stackoverflow"]["files"]] == [
+        "stackoverflow.tar.bz2", "stackoverflow.word_count.tar.bz2", "stackoverflow.tag_count.tar.bz2"]
+
+
+def test_catalog_errors_name_file_key_and_allowed(project):
+    path = project / "config" / "datasets.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("    kaggle: mirichoi0218/insurance", "    kagle: mirichoi0218/insurance", 1)
+                    .replace("        check: creditcard", "        check: credit", 1))
+    with pytest.raises(config.ConfigError) as err:
+        config.load(project)
+    msg = str(err.value)
+    assert "config/datasets.yaml" in msg
+    assert "datasets.insurance: unknown key 'kagle' (did you mean 'kaggle'?); allowed keys:" in msg
+    assert "datasets.creditcard.files[0].check: 'credit' is not allowed (did you mean 'creditcard'?)" in msg
+
+
+def test_file_without_checksum_needs_a_content_check(project):
+    path = project / "config" / "datasets.yaml"
+    path.write_text(path.read_text().replace(
+        "        sha256: 388eff679557d08ac19f463d025de5e0b4adc482537c8456d19934d78621fd47\n", "", 1))
+    with pytest.raises(config.ConfigError, match=r"datasets.insurance.files\[0\]: 'check' is a required property"):
+        config.load_datasets(project)
+
+
+def test_dataset_source_override(project):
+    cfg = config.load(project, {"data_source": "real", "dataset_source": {"mnist": "standin"}})
+    assert cfg.data_source("mnist") == "standin" and cfg.data_source("insurance") == "real"
+    assert set(cfg.datasets) == DATASETS
+    with pytest.raises(config.ConfigError, match="unknown dataset 'mnits'; allowed: creditcard"):
+        cfg.data_source("mnits")
+
+
+def test_dataset_source_errors(project):
+    with pytest.raises(config.ConfigError) as err:
+        config.load(project, {"dataset_source": {"mnsit": "standin"}})
+    assert "dataset_source: unknown dataset 'mnsit' (did you mean 'mnist'?); allowed: creditcard" in str(err.value)
+    with pytest.raises(config.ConfigError) as err:
+        config.load(project, {"dataset_source": {"mnist": "rael"}})
+    assert "dataset_source.mnist: 'rael' is not allowed (did you mean 'real'?); allowed: auto, real, standin" in str(err.value)
+
+
+def test_data_mirror_resolution(project, monkeypatch):
+    monkeypatch.delenv("DPFL_DATA_MIRROR", raising=False)
+    assert config.load(project).data_mirror() is None
+    monkeypatch.setenv("DPFL_DATA_MIRROR", "/somewhere/datasets")
+    assert config.load(project).data_mirror() == "/somewhere/datasets"
+    cfg = config.load(project, {"data_mirror": "../shared/datasets"})  # config wins; relative to the project
+    assert cfg.data_mirror() == str(project.parent / "shared" / "datasets")

@@ -1,0 +1,88 @@
+"""lowy2023 data: the silo allocation is exactly as specified (sizes, order, labels), and per-trial
+splits and standardization follow spec §1."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpfl.experiments.lowy2023 import MNIST_PER_DIGIT, local_steps, mnist_pool, trial_data
+
+
+@pytest.fixture(scope="module")
+def fake_mnist():
+    """Tiny MNIST-shaped arrays: 800 images per digit, digit d drawn around its own mean image."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(10), 800)
+    rng.shuffle(labels)
+    means = rng.integers(0, 200, size=(10, 28, 28))
+    images = np.clip(means[labels] + rng.integers(0, 55, size=(len(labels), 28, 28)), 0, 255).astype(np.uint8)
+    return {"x_train": images, "y_train": labels}
+
+
+def test_mnist_pool_has_25_even_odd_silos_in_order(fake_mnist):
+    pool = mnist_pool(fake_mnist, log=lambda *_: None)
+    assert pool["X"].shape == (25, 2 * MNIST_PER_DIGIT, 50)
+    expected = [(e, o) for e in (0, 2, 4, 6, 8) for o in (1, 3, 5, 7, 9)]
+    assert [tuple(p) for p in pool["pairs"]] == expected
+    assert np.all(pool["y"][:, :MNIST_PER_DIGIT] == 1) and np.all(pool["y"][:, MNIST_PER_DIGIT:] == 0)
+    # silo (0, 1) and silo (0, 3) share the first 774 zeros, in dataset order
+    np.testing.assert_array_equal(pool["X"][0, :MNIST_PER_DIGIT], pool["X"][1, :MNIST_PER_DIGIT])
+    # PCA is centred: the 50 components of all 8000 training images average to 0 (checked via a silo mean bound)
+    assert abs(pool["X"].mean()) < 5
+
+
+def test_mnist_trial_split_sizes(fake_mnist):
+    pool = mnist_pool(fake_mnist, log=lambda *_: None)
+    t = trial_data("mnist", pool, 25, np.random.default_rng(1))
+    assert t.train.counts.tolist() == [1238] * 25 and len(t.y_test) == 25 * 310
+    assert t.lipschitz == pytest.approx(2 * np.linalg.norm(t.train.pooled_X, axis=1).max())
+    params = {"epsilons": [0.75, 1.5, 3, 6, 12, 18], "rounds": 35}
+    assert local_steps(params, t.n_for_K) == 443  # ⌊1238·sqrt(18/140)⌋
+
+
+def fake_insurance(seed=0):
+    rng = np.random.default_rng(seed)
+    n = 1338
+    X = np.column_stack([rng.integers(18, 65, n), rng.integers(0, 2, n), rng.normal(30, 6, n),
+                         rng.integers(0, 5, n), rng.integers(0, 2, n), rng.integers(0, 4, n)]).astype(float)
+    y = rng.lognormal(9, 0.9, n)
+    return {"X": X, "y": y}
+
+
+@pytest.mark.parametrize("N,sizes", [(10, [134] * 9 + [132]), (5, [268] * 4 + [266]), (3, [446] * 3),
+                                     (15, [90] * 14 + [78])])
+def test_insurance_silos_are_contiguous_ranges_of_sorted_charges(N, sizes):
+    src = fake_insurance()
+    t = trial_data("insurance", src, N, np.random.default_rng(2))
+    test_sizes = [math.ceil(0.2 * s) for s in sizes]
+    assert t.train.counts.tolist() == [s - ts for s, ts in zip(sizes, test_sizes)]
+    assert len(t.y_test) == sum(test_sizes)
+    # silo i's charges all lie below silo i+1's
+    for s in range(N - 1):
+        assert t.train.y[s, : t.train.counts[s]].max() <= t.train.y[s + 1, : t.train.counts[s + 1]].min()
+    # features [1, age, sex, bmi, children, smoker, region]; age and bmi standardized per silo (ddof = 1)
+    X0 = t.train.X[0, : t.train.counts[0]]
+    assert np.all(X0[:, 0] == 1)
+    for col in (1, 3):
+        assert X0[:, col].mean() == pytest.approx(0, abs=1e-12) and X0[:, col].std(ddof=1) == pytest.approx(1)
+    assert t.naive_mse == pytest.approx(np.mean((t.y_test - t.train.pooled_y.mean()) ** 2))
+    assert t.n_for_K == sizes[0]
+
+
+def test_obesity_silos_are_balanced_classes():
+    rng = np.random.default_rng(3)
+    columns = np.array(["Gender", "Age", "Height", "Weight", "family_history_with_overweight", "FAVC", "FCVC", "NCP",
+                        "CAEC", "SMOKE", "CH2O", "SCC", "FAF", "TUE", "CALC", "MTRANS"])
+    n = 2111
+    X = rng.normal(size=(n, 16)) * 3 + 10
+    y = rng.integers(0, 7, n)
+    t = trial_data("obesity", {"X": X, "y": y, "columns": columns}, 7, rng)
+    n_min = t.train.counts[0]
+    assert t.train.counts.tolist() == [n_min] * 7 and t.n_for_K == n_min
+    for k in range(7):
+        assert np.all(t.train.y[k, :n_min] == k)
+    assert t.train.dim == 17 and np.all(t.train.X[:, :n_min, -1] == 1)
+    assert len(t.y_test) == math.ceil(0.2 * n)
