@@ -666,3 +666,60 @@ def test_numbers_are_plain_python(ab):
     """worst_at values are Python scalars (the report serialises them)."""
     _, num = run(ab, {**PASSING, "match_on": ["panel"]})
     assert all(type(v) in (float, int, str) for v in num["worst_at"].values())
+
+
+# --------------------------------------------------------------------------------------------------
+# counts, groups, eventually, mean_relative_gap (the forms the lowy2023 claims use)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_bounds_min_points_per_group():
+    rows = curves({"m": (X, [0.8, 0.9, 1.2, 0.7, 1.1], {"panel": "a"})}) + \
+        curves({"n": (X, [0.8, 1.3, 1.2, 1.4, 1.1], {"panel": "b"})})
+    df = tidy(rows)
+    check = {"kind": "bounds", "upper": 1, "upper_strict": True, "min_points": 3, "group_by": ["panel"]}
+    verdict, numbers = run(df, check)
+    assert verdict == "fail" and numbers["groups"]["a"]["verdict"] == "pass" and numbers["groups"]["b"]["verdict"] == "fail"
+    assert run(df, {**check, "min_group_share": 0.5})[0] == "pass"
+    assert run(df, {**check, "select": {"panel": "a"}})[0] == "pass"
+
+
+def test_compare_at_first_and_last_and_min_groups():
+    rows = []
+    for panel, (a, b) in {"p": ([1, 2, 3], [2, 3, 2]), "q": ([1, 2, 3], [0, 1, 4])}.items():
+        rows += curves({"A": ([1, 2, 3], a, {"panel": panel, "alg": "A"}), "B": ([1, 2, 3], b, {"panel": panel, "alg": "B"})})
+    df = tidy(rows)
+    first = {"kind": "compare", "left": {"alg": "A"}, "right": {"alg": "B"}, "op": "<", "at": "first", "group_by": ["panel"]}
+    v, n = run(df, first)
+    assert v == "fail" and n["groups"]["p"]["verdict"] == "pass" and n["groups"]["q"]["verdict"] == "fail"
+    assert run(df, {**first, "min_groups": 1})[0] == "pass"
+    last = {**first, "at": "last", "left": {"alg": "B"}, "right": {"alg": "A"}}
+    assert run(df, last)[1]["groups"]["p"]["verdict"] == "pass"  # 2 < 3 at x = 3
+
+
+def test_eventually_reports_the_threshold():
+    df = tidy(curves({"A": (X, [5, 4, 2, 1, 0.5], {"alg": "A"}), "B": (X, [3, 3, 3, 3, 3], {"alg": "B"})}))
+    v, n = run(df, {"kind": "eventually", "left": {"alg": "A"}, "right": {"alg": "B"}, "op": "<="})
+    assert v == "pass" and n["from_x"]["all"]["x0"] == 3.0
+    v, _ = run(df, {"kind": "eventually", "left": {"alg": "B"}, "right": {"alg": "A"}, "op": "<="})
+    assert v == "fail"
+    v, n = run(df, {"kind": "eventually", "left": {"alg": "A"}, "right": {"alg": "B"}, "op": "abs<=", "max_diff": 1.0})
+    assert v == "fail"  # |A − B| = 2.5 at the largest x
+    v, n = run(df, {"kind": "eventually", "left": {"alg": "A"}, "right": {"alg": "B"}, "op": "abs<=", "max_diff": 2.6})
+    assert v == "pass" and n["from_x"]["all"]["x0"] == 1.0  # |A − B| ≤ 2.5 everywhere
+
+
+def test_compare_tol_se_makes_small_gaps_inconclusive():
+    df = tidy(curves({"A": (X, [1.0] * 5, {"alg": "A", "se": 0.1}), "B": (X, [1.05] * 5, {"alg": "B", "se": 0.1})}))
+    check = {"kind": "compare", "left": {"alg": "B"}, "right": {"alg": "A"}, "op": "<="}
+    assert run(df, check)[0] == "fail"
+    assert run(df, {**check, "tol_se": True})[0] == "inconclusive"  # 0.05 < sqrt(0.1² + 0.1²)
+    assert run(df, {**check, "tol_se": True, "min_points": 6})[0] == "fail"
+
+
+def test_mean_relative_gap():
+    df = tidy(curves({"A": (X, [0.8] * 5, {"alg": "A"}), "B": (X, [1.0] * 5, {"alg": "B"})}))
+    check = {"kind": "mean_relative_gap", "left": {"alg": "A"}, "right": {"alg": "B"}, "min": 0.1}
+    v, n = run(df, check)
+    assert v == "pass" and n["mean_relative_gap"] == pytest.approx(0.2)
+    assert run(df, {**check, "min": 0.25})[0] == "fail"

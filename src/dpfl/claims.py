@@ -287,26 +287,28 @@ def _side(d: pd.DataFrame, bound):
 
 
 def _check_bounds(df, c):
+    """lower ≤ value ≤ upper at every point, or at `min_points` points (per group with group_by;
+    with min_group_share / min_groups, that many groups must pass)."""
     col = c.get("column", "y")
-    d = select(df, c.get("select"), c.get("where_x"))
-    _need_rows(d, "select", c)
     tol = c.get("tol", 0.0)
+    d = select(df, c.get("select"), c.get("where_x")).reset_index(drop=True)
+    _need_rows(d, "select", c)
     v = d[col].to_numpy(float)
-    bad = np.isnan(v)
+    ok = ~np.isnan(v)
     near = np.zeros(len(d), bool)
-    out = {"points": len(d), "min": float(np.min(v)), "max": float(np.max(v))}
+    out = {"points": len(d), "min": float(np.nanmin(v)), "max": float(np.nanmax(v))}
     for side, key, strict_key in ((_side(d, c.get("lower")), "lower", "lower_strict"),
                                   (_side(d, c.get("upper")), "upper", "upper_strict")):
         if side is None:
             continue
         margin = (v - side) if key == "lower" else (side - v)  # > 0: inside
-        broken = (margin <= 0) if c.get(strict_key) else (margin < 0)
-        close = broken & (np.abs(margin) <= tol) if tol > 0 else np.zeros(len(d), bool)
-        bad |= broken & ~close
-        near |= close
-        out[f"min_margin_{key}"] = float(np.min(margin))
-    out["violations"], out["within_tol"] = int(bad.sum()), int(near.sum())
-    return _verdict(out["violations"], out["within_tol"]), out
+        ok &= (margin > 0) if c.get(strict_key) else (margin >= 0)
+        if tol > 0:
+            near |= np.abs(margin) <= tol
+        out[f"min_margin_{key}"] = float(np.nanmin(margin))
+    verdict, numbers = _reduce_groups(d, c.get("group_by", []), ok, near, c)
+    out["violations"], out["within_tol"] = int(np.sum(~ok & ~near)), int(near.sum())
+    return verdict, {**out, **numbers}
 
 
 def _check_near(df, c):
