@@ -38,19 +38,27 @@ def clip(g: np.ndarray, c: float) -> np.ndarray:
 
 
 def ref_minibatch(model, data: SiloData, settings: Settings, eta, c, std, draws, rep):
-    d, C = data.dim, model.out_dim
+    d, C, K = data.dim, model.out_dim, settings.local
     w = np.zeros((d, C))
     hist = [w.copy()]
     for dr in draws:
         msgs = []
         for m, s in enumerate(dr["S"][rep]):
-            gsum = np.zeros((d, C))
-            for j in dr["B"][rep, m]:
-                gsum += clip(example_grad(model, w, data.X[s, j], data.y[s, j]), c)
-            if dr["Z"] is not None:
-                gsum += std[s] * dr["Z"][rep, m]
-            msgs.append(gsum / settings.local)
-        w = w - eta * np.mean(msgs, axis=0)
+            per_example = settings.clip == "example"
+            gsum = sum(clip(example_grad(model, w, data.X[s, j], data.y[s, j]), c if per_example else np.inf)
+                       for j in dr["B"][rep, m])
+            if settings.clip == "batch_mean":
+                gsum = clip(gsum / K, c) * K
+            elif settings.clip == "batch_mean_other":
+                other = sum(example_grad(model, w, data.X[s, j], data.y[s, j]) for j in dr["B2"][rep, m]) / K
+                gsum = gsum * min(1.0, c / np.linalg.norm(other))
+            if dr["Z"] is not None and settings.noise_at == "silo":
+                gsum = gsum + std[s] * dr["Z"][rep, m]
+            msgs.append(gsum / K if settings.batch == "mean" else gsum)
+        agg = np.mean(msgs, axis=0) if settings.aggregation == "mean" else np.sum(msgs, axis=0)
+        if dr["Z"] is not None and settings.noise_at == "server":
+            agg = agg + std[0] / K * dr["Z"][rep, 0]
+        w = w - eta * agg
         hist = (hist + [w.copy()])[-settings.average_last:]
     return np.mean(hist, axis=0)
 
@@ -110,6 +118,27 @@ def test_minibatch_sgd_matches_plain_loops(kind, noise):
         for g in range(3):
             want = ref_minibatch(model, data, settings, eta[g], c[g], std[g], draws, r)
             np.testing.assert_allclose(res.W[r, g], want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("variant", [
+    {"aggregation": "sum"},  # Q2
+    {"clip": "batch_mean"},  # Q7, private
+    {"clip": "batch_mean_other", "aggregation": "sum"},  # Q7, non-private
+    {"batch": "sum", "noise_at": "server"},  # Q9
+])
+def test_authors_code_minibatch_variants_match_plain_loops(variant):
+    model, data = toy("linear" if "clip" in variant else "softmax", seed=2, sizes=(8, 8, 8))
+    settings = Settings(rounds=3, silos_per_round=2, local=3, average_last=2, **variant)
+    eta, c, base = np.array([0.05, 0.1]), np.array([0.5, 2.0]), np.array([0.4, 1.0])
+    std = np.outer(base, np.ones(3))
+    reps = 2
+    rngs = [np.random.default_rng(300 + r) for r in range(reps)]
+    draws = list(minibatch_draws(rngs, data, settings, model.out_dim, replace=True, noise=True))
+    res = minibatch_sgd(model, data, settings, Grid(eta, c, std), draws, reps)
+    for r in range(reps):
+        for g in range(2):
+            want = ref_minibatch(model, data, settings, eta[g], c[g], std[g], draws, r)
+            np.testing.assert_allclose(res.W[r, g], want, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["logistic", "linear", "softmax"])

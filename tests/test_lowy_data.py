@@ -86,3 +86,37 @@ def test_obesity_silos_are_balanced_classes():
         assert np.all(t.train.y[k, :n_min] == k)
     assert t.train.dim == 17 and np.all(t.train.X[:, :n_min, -1] == 1)
     assert len(t.y_test) == math.ceil(0.2 * n)
+
+
+def test_authors_code_mnist_silos_bootstrap_with_a_fixed_split(fake_mnist):
+    pool = mnist_pool(fake_mnist, log=lambda *_: None)
+    fixed = lambda: np.random.default_rng(99)  # noqa: E731  (a fresh, identical stream each trial)
+    a = trial_data("mnist", pool, 25, np.random.default_rng(1), compat=True, fixed_rng=fixed())
+    b = trial_data("mnist", pool, 25, np.random.default_rng(2), compat=True, fixed_rng=fixed())
+    assert a.train.counts.tolist() == [1238] * 25 and len(a.y_test) == 25 * 310
+    # bootstrap: some pool images repeat within a silo; the trials differ
+    assert len(np.unique(a.train.X[0, :1238], axis=0)) < 1238
+    assert not np.array_equal(a.train.X, b.train.X)
+    # Q4: L from silo index 1 only
+    assert a.lipschitz == pytest.approx(2 * np.linalg.norm(a.train.X[1, :1238], axis=1).max())
+
+
+def test_authors_code_obesity_resamples_with_replacement_and_fixes_L():
+    rng = np.random.default_rng(4)
+    columns = np.array(["Gender", "Age", "Height", "Weight", "family_history_with_overweight", "FAVC", "FCVC", "NCP",
+                        "CAEC", "SMOKE", "CH2O", "SCC", "FAF", "TUE", "CALC", "MTRANS"])
+    X, y = rng.normal(size=(2111, 16)), rng.integers(0, 7, 2111)
+    t = trial_data("obesity", {"X": X, "y": y, "columns": columns}, 7, rng, compat=True)
+    assert t.lipschitz == 20.0
+    assert any(len(np.unique(t.train.X[k, : t.train.counts[k]], axis=0)) < t.train.counts[k] for k in range(7))
+
+
+def test_authors_code_settings_follow_the_spec():
+    from dpfl.experiments.lowy2023 import authors_code_settings
+
+    assert authors_code_settings("mnist", "noisy_mb_sgd", compat=False) == {}
+    assert authors_code_settings("mnist", "noisy_mb_sgd", compat=True) == {"aggregation": "sum"}
+    assert authors_code_settings("insurance", "noisy_mb_sgd", True) == {"aggregation": "sum", "clip": "batch_mean"}
+    assert authors_code_settings("insurance", "mb_sgd", True) == {"aggregation": "sum", "clip": "batch_mean_other"}
+    assert authors_code_settings("obesity", "noisy_mb_sgd", True) == {"batch": "sum", "noise_at": "server"}
+    assert authors_code_settings("mnist", "noisy_local_sgd", True) == {}

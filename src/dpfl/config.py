@@ -196,7 +196,7 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
     os.chdir(root) if False else None
     schemas = root / "workflow" / "schemas"
     cfg_file = root / "config" / "config.yaml"
-    globals_ = deep_merge(_read_yaml(cfg_file), overrides or {})
+    globals_ = deep_merge(_read_yaml(cfg_file), _coerce_cli(overrides or {}, _read_yaml(schemas / "config.schema.yaml")))
     validate(globals_, schemas / "config.schema.yaml", f"{_short(cfg_file)} (+ --config overrides)")
     datasets = load_datasets(root)
     for name in sorted(set(globals_["dataset_source"]) - set(datasets)):
@@ -239,6 +239,20 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
                 f"{paper!r}; allowed: {', '.join(sorted(papers[paper]['figures']))}"
             )
     return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources, datasets=datasets)
+
+
+def _coerce_cli(overrides: dict, schema: dict) -> dict:
+    """`snakemake --config key=value` passes true/false/null as strings: read them as YAML would,
+    for the keys whose schema expects a boolean or null."""
+    out = dict(overrides)
+    for key, value in overrides.items():
+        types = schema.get("properties", {}).get(key, {}).get("type")
+        types = types if isinstance(types, list) else [types]
+        if isinstance(value, str) and ("boolean" in types or "null" in types):
+            parsed = yaml.safe_load(value)
+            if (isinstance(parsed, bool) and "boolean" in types) or (parsed is None and "null" in types):
+                out[key] = parsed
+    return out
 
 
 def _expand_all_figures(overlay: dict, paper_config: dict) -> dict:

@@ -53,7 +53,7 @@ ALLOCATIONS: dict[str, AllocationDef] = {
 
 def _lowy2023(fig: str) -> FigureDef:
     return FigureDef(data="dpfl.experiments.lowy2023:aggregate", plot="dpfl.plotting.lowy2023:figure",
-                     markdown="dpfl.plotting.lowy2023:diagnostics_markdown", kind="experiment", cells="dpfl.experiments.lowy2023_layout:cells",
+                     markdown="dpfl.plotting.lowy2023:diagnostics_markdown", kind="experiment", has_compat=True, cells="dpfl.experiments.lowy2023_layout:cells",
                      cell="dpfl.experiments.lowy2023:run_cell", needs="dpfl.experiments.lowy2023_layout:needs",
                      cell_params="dpfl.experiments.lowy2023_layout:cell_params")
 

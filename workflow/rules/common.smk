@@ -37,6 +37,14 @@ def figure_def(wildcards):
     return FIGURES[key]
 
 
+def figure_params(paper, figure, mode):
+    """A figure's params in a mode: under authors-code, its `authors_code.params` are merged in."""
+    spec = CFG.figure(paper, figure)
+    if mode == "authors-code":
+        return dpfl_config.deep_merge(spec["params"], spec.get("authors_code", {}).get("params", {}))
+    return spec["params"]
+
+
 def figure_dir(paper, figure, mode):
     return f"results/{paper}/{figure}/{MODE_SUBDIR[mode]}"
 

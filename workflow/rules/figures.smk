@@ -12,9 +12,9 @@ def _paper_settings(paper):
 def _job_params(mode):
     def params(wildcards):
         fdef = figure_def(wildcards)
-        spec = CFG.figure(wildcards.paper, wildcards.figure)
         return {"function": fdef.data, "kind": fdef.kind, "mode": mode, "scale": CFG.globals["scale"],
-                "params": spec["params"], "paper_settings": _paper_settings(wildcards.paper)}
+                "params": figure_params(wildcards.paper, wildcards.figure, mode),
+                "paper_settings": _paper_settings(wildcards.paper)}
     return params
 
 
@@ -46,7 +46,7 @@ def _cell_job(mode):
         if wildcards.cell not in _cell_ids(wildcards):
             raise WorkflowError(f"{wildcards.paper}/{wildcards.figure} has no cell {wildcards.cell!r}; "
                                 f"cells: {', '.join(_cell_ids(wildcards))}")
-        params, settings = CFG.figure(wildcards.paper, wildcards.figure)["params"], _paper_settings(wildcards.paper)
+        params, settings = figure_params(wildcards.paper, wildcards.figure, mode), _paper_settings(wildcards.paper)
         if fdef.cell_params:  # only what this cell uses, so that unrelated edits do not rerun it
             params, settings = call(fdef.cell_params, params, settings, wildcards.cell)
         return {"function": fdef.cell, "cell": wildcards.cell, "mode": mode, "scale": CFG.globals["scale"],

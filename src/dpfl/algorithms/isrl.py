@@ -72,7 +72,13 @@ class Settings:
     aggregation "mean" (paper) or "sum" (authors' code, MB-SGD); average_last: the output is the mean
     of the last `average_last` iterates (8 for MNIST/insurance, 1 = last iterate for obesity);
     divergence_threshold: every `check_every` rounds, a config whose training loss at the averaged
-    iterate exceeds it is declared diverged and frozen (None: never)."""
+    iterate exceeds it is declared diverged and frozen (None: never).
+
+    MB-SGD variants of the authors' code (lowy2023 spec §9; the defaults are the paper's algorithm):
+    clip: "example" (per-example clipping) | "batch_mean" (clip the batch-mean gradient, Q7) |
+    "batch_mean_other" (the clip factor of an independent second batch applied to the batch mean,
+    Q7's non-private MB-SGD); batch: "mean" | "sum" (the silo sends its batch-gradient sum, Q9);
+    noise_at: "silo" (every silo perturbs its message) | "server" (one draw added to the average, Q9)."""
 
     rounds: int
     silos_per_round: int
@@ -81,6 +87,9 @@ class Settings:
     average_last: int = 8
     divergence_threshold: float | None = None
     check_every: int = 5
+    clip: str = "example"
+    batch: str = "mean"
+    noise_at: str = "silo"
 
 
 @dataclass
@@ -116,13 +125,20 @@ def minibatch_draws(rngs: list[np.random.Generator], data: SiloData, settings: S
     """Per round: silos S (reps, M), batch indices B (reps, M, K) into each silo's rows (without
     replacement by default), standard-normal noise Z (reps, M, d, C)."""
     N, d, K, M = data.n_silos, data.dim, settings.local, settings.silos_per_round
-    for _ in range(settings.rounds):
-        S = _subsets(rngs, N, M)
-        B = np.stack([
+
+    def batches(S):
+        return np.stack([
             np.stack([rng.choice(data.counts[s], K, replace=replace) for s in S[i]]) for i, rng in enumerate(rngs)
         ])
-        Z = np.stack([rng.standard_normal((M, d, out_dim)) for rng in rngs]) if noise else None
-        yield {"S": S, "B": B, "Z": Z}
+
+    for _ in range(settings.rounds):
+        S = _subsets(rngs, N, M)
+        draw = {"S": S, "B": batches(S)}
+        if settings.clip == "batch_mean_other":
+            draw["B2"] = batches(S)  # the independent batch whose mean sets the clip factor
+        shape = (M, d, out_dim) if settings.noise_at == "silo" else (1, d, out_dim)
+        draw["Z"] = np.stack([rng.standard_normal(shape) for rng in rngs]) if noise else None
+        yield draw
 
 
 def local_draws(rngs: list[np.random.Generator], data: SiloData, settings: Settings, out_dim: int,
@@ -224,18 +240,37 @@ def minibatch_sgd(model: GLM, data: SiloData, settings: Settings, grid: Grid, dr
     eta = torch.from_numpy(grid.eta)[:, None]
     clip = torch.from_numpy(grid.clip)
     noise_std = torch.from_numpy(grid.noise_std)
-    for r, dr in enumerate(draws):
-        S, B = torch.from_numpy(dr["S"]), torch.from_numpy(dr["B"])
+    noisy = bool(torch.any(noise_std != 0))
+
+    def batch_gradients(B, per_example_clip: bool):
+        """Σ over the batch of (clipped) per-example gradients: (reps, M, d, G, C)."""
         Xb = X[S[..., None], B]  # (reps, M, K, d)
         scores = (Xb.reshape(reps, M * K, d) @ W.reshape(reps, d, G * C)).reshape(reps, M, K, G, C)
         res = _residual(model, scores, y[S[..., None], B][..., None])
-        res = res * _clip_factor(norms[S[..., None], B][..., None], res, clip)[..., None]
-        gsum = (Xb.transpose(-1, -2) @ res.reshape(reps, M, K, G * C)).reshape(reps, M, d, G, C)
-        if dr.get("Z") is not None and bool(torch.any(noise_std != 0)):
+        if per_example_clip:
+            res = res * _clip_factor(norms[S[..., None], B][..., None], res, clip)[..., None]
+        return (Xb.transpose(-1, -2) @ res.reshape(reps, M, K, G * C)).reshape(reps, M, d, G, C)
+
+    def mean_clip_factor(gsum):
+        """min(1, C/‖batch mean‖) per (rep, silo, config), the norm over all parameters."""
+        norm = torch.linalg.vector_norm((gsum / K).permute(0, 1, 3, 2, 4).reshape(reps, M, G, d * C), dim=-1)
+        return (clip / norm).clamp_(max=1.0)[:, :, None, :, None]
+
+    for r, dr in enumerate(draws):
+        S, B = torch.from_numpy(dr["S"]), torch.from_numpy(dr["B"])
+        gsum = batch_gradients(B, settings.clip == "example")
+        if settings.clip == "batch_mean":
+            gsum = gsum * mean_clip_factor(gsum)
+        elif settings.clip == "batch_mean_other":
+            gsum = gsum * mean_clip_factor(batch_gradients(torch.from_numpy(dr["B2"]), False))
+        if dr.get("Z") is not None and noisy and settings.noise_at == "silo":
             std = noise_std[:, S].permute(1, 2, 0)  # (reps, M, G)
             gsum = gsum + std[:, :, None, :, None] * torch.from_numpy(dr["Z"])[:, :, :, None, :]
-        msg = gsum / K
+        msg = gsum / K if settings.batch == "mean" else gsum
         agg = msg.mean(dim=1) if settings.aggregation == "mean" else msg.sum(dim=1)  # (reps, d, G, C)
+        if dr.get("Z") is not None and noisy and settings.noise_at == "server":
+            # one draw on the average, with the std of a silo's mean-gradient noise (silo 0's: equal sizes)
+            agg = agg + (noise_std[:, 0] / K)[None, None, :, None] * torch.from_numpy(dr["Z"])[:, 0, :, None, :]
         W = _from_np(track.step(r, _to_np(W), _to_np(W - eta * agg)))
     return track.result()
 

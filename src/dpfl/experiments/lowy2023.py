@@ -75,15 +75,26 @@ class TrialData:
     n_for_K: int  # the n in K = ⌊n·sqrt(ε_max/(4R))⌋ (spec §5 table)
 
 
-def trial_data(experiment: str, source: dict, n_silos: int, rng: np.random.Generator) -> TrialData:
-    """One trial's silos and pooled test set, from the experiment's prepared source arrays."""
+def trial_data(experiment: str, source: dict, n_silos: int, rng: np.random.Generator,
+               compat: bool = False, fixed_rng: np.random.Generator | None = None) -> TrialData:
+    """One trial's silos and pooled test set, from the experiment's prepared source arrays.
+
+    compat (the authors' code, spec §9): MNIST silos bootstrap their pool each trial and split it at
+    positions fixed across trials (`fixed_rng`), with L from silo index 1 only (Q4, Q5); obesity
+    silos resample n_min rows with replacement and L = 20 (Q10)."""
     if experiment == "mnist":
         Xs, ys, Xt, yt = [], [], [], []
+        fixed = _split(source["X"].shape[1], fixed_rng) if compat else None
         for X, y in zip(source["X"][:n_silos], source["y"][:n_silos]):
-            tr, te = _split(len(X), rng)
+            if compat:
+                boot = rng.integers(0, len(X), len(X))  # 1548 draws with replacement: train and test may share images
+                X, y = X[boot], y[boot]
+                tr, te = fixed
+            else:
+                tr, te = _split(len(X), rng)
             Xs.append(X[tr]), ys.append(y[tr]), Xt.append(X[te]), yt.append(y[te])
         train = SiloData.from_lists(Xs, ys)
-        L = 2 * float(np.max(train.norms))
+        L = 2 * float(np.max(train.norms[1 if compat else slice(None)]))
         return TrialData(train, np.concatenate(Xt), np.concatenate(yt), L, np.nan, int(train.counts.max()))
     if experiment == "insurance":
         X, y = source["X"], source["y"]
@@ -116,10 +127,11 @@ def trial_data(experiment: str, source: dict, n_silos: int, rng: np.random.Gener
         n_min = int(min(np.sum(ytr == k) for k in range(n_silos)))
         Xs, ys = [], []
         for k in range(n_silos):  # silo k = the training rows of class k, reduced to n_min at random
-            rows = rng.choice(np.flatnonzero(ytr == k), n_min, replace=False)
+            rows = rng.choice(np.flatnonzero(ytr == k), n_min, replace=compat)
             Xs.append(Xtr[np.sort(rows)]), ys.append(ytr[np.sort(rows)])
         train = SiloData.from_lists(Xs, ys)
-        return TrialData(train, Xte, y[te], 2 * float(np.max(train.norms)), np.nan, n_min)
+        L = 20.0 if compat else 2 * float(np.max(train.norms))
+        return TrialData(train, Xte, y[te], L, np.nan, n_min)
     raise ValueError(f"unknown lowy2023 experiment {experiment!r}; expected mnist, insurance or obesity")
 
 
@@ -171,7 +183,8 @@ def calibrated_multiplier(method: str, n: int, K: int, R: int, eps: float) -> fl
 
 
 def _log_grid(g: dict) -> np.ndarray:
-    return np.exp(np.linspace(g["start"], g["stop"], g["num"]))
+    """exp(linspace(start, stop, num)), keeping the first `first` points if given."""
+    return np.exp(np.linspace(g["start"], g["stop"], g["num"]))[: g.get("first")]
 
 
 def local_steps(p: dict, n_for_K: int) -> int:
@@ -185,7 +198,7 @@ def step_grid(p: dict, algorithm: str, method: str, M: int, K: int, mode: str) -
     spec §5), so that it searches the same effective steps as the authors' code."""
     grids = p["step_grids"]
     grid = _log_grid(grids.get(algorithm) or grids[method])
-    if method == "minibatch":
+    if method == "minibatch" and mode != "authors-code":  # the authors' code sums where the paper averages
         grid = grid * {"silos_per_round": M, "local": K, None: 1}[p.get("mb_step_scale")]
     return grid
 
@@ -217,15 +230,19 @@ def run_cell(job: dict, inputs: dict, log) -> pd.DataFrame:
     source = sources[experiment]
     eps_grid = np.asarray(p["epsilons"], float) if private else np.array([np.nan])
     clips = np.asarray(p["clips"], float) if p.get("clips") else None
+    compat = mode == "authors-code"
     rows = []
     for trial in range(p["trials"]):
-        data = trial_data(experiment, source, N, rng_for(job["seed"], "lowy2023", experiment, f"N{N}", "trial", trial))
+        data = trial_data(experiment, source, N, rng_for(job["seed"], "lowy2023", experiment, f"N{N}", "trial", trial),
+                          compat=compat, fixed_rng=rng_for(job["seed"], "lowy2023", experiment, "fixed-split"))
         K = local_steps(p, data.n_for_K)
-        settings = Settings(rounds=R, silos_per_round=M, local=K, aggregation="mean",
-                            average_last=p["average_last"], divergence_threshold=p["divergence"]["threshold"])
+        settings = Settings(rounds=R, silos_per_round=M, local=K, average_last=p["average_last"],
+                            divergence_threshold=p["divergence"]["threshold"], **authors_code_settings(experiment, algorithm, compat))
         W_star, F_star, newton_iters, newton_ok = newton_optimum(model, data.train.pooled_X, data.train.pooled_y)
-        ups2 = float(np.mean([np.sum(model.grad(data.train.X[s, :c], data.train.y[s, :c], W_star) ** 2)
-                              for s, c in enumerate(data.train.counts)]))
+        ups_rng = rng_for(job["seed"], "lowy2023", experiment, f"N{N}", "upsilon", trial)
+        ups2 = float(np.mean([np.sum(model.grad(*_silo_rows(data.train, s, bootstrap=compat and experiment == "mnist",
+                                                            rng=ups_rng), W_star) ** 2)
+                              for s in range(data.train.n_silos)]))
         steps = step_grid(p, algorithm, method, M, K, mode)
         clip_values = clips if clips is not None else np.array([np.nan])
         # configs: ε (outer) × step × clip (inner)
@@ -237,13 +254,17 @@ def run_cell(job: dict, inputs: dict, log) -> pd.DataFrame:
             clip_cfg = L_cfg
         else:
             L_cfg = np.full(len(E), data.lipschitz)
-            clip_cfg = L_cfg if private else np.full(len(E), np.inf)
+            # default: the private algorithms clip every per-example gradient at L (a no-op on these data that
+            # makes the sensitivity bound unconditional); the authors' code does not clip here
+            clip_cfg = L_cfg if private and not compat else np.full(len(E), np.inf)
         noise = np.zeros((len(E), N))
         diag = []
         if private:
             for e_i, eps in enumerate(eps_grid):
                 for n_s in np.unique(data.train.counts):
-                    z = noise_multipliers(method, int(n_s), K, R, float(eps), p["noise_calibration"])
+                    # Q8: the authors' noisy Local SGD on insurance uses n = ⌈1338/N⌉ (and δ = 1/n²)
+                    n_noise = data.n_for_K if compat and experiment == "insurance" and method == "local" else n_s
+                    z = noise_multipliers(method, int(n_noise), K, R, float(eps), p["noise_calibration"])
                     diag.append({**z, "eps": eps})
                     silos = data.train.counts == n_s
                     sel = E == e_i
@@ -253,7 +274,7 @@ def run_cell(job: dict, inputs: dict, log) -> pd.DataFrame:
         rngs = [rng_for(job["seed"], "lowy2023", job["figure"], panel["id"], algorithm, "trial", trial, "rep", r)
                 for r in range(reps)]
         if method == "minibatch":
-            draws = minibatch_draws(rngs, data.train, settings, model.out_dim, replace=False, noise=private)
+            draws = minibatch_draws(rngs, data.train, settings, model.out_dim, replace=compat, noise=private)  # Q3
             res = minibatch_sgd(model, data.train, settings, grid, draws, reps)
         else:
             draws = local_draws(rngs, data.train, settings, model.out_dim, noise=private)
@@ -301,6 +322,27 @@ def _z_accountant(algorithm: str, rows: pd.DataFrame, eps: float) -> float:
                for n, K, R in rows[["n_train_min", "K", "rounds"]].drop_duplicates().itertuples(index=False))
 
 
+def authors_code_settings(experiment: str, algorithm: str, compat: bool) -> dict:
+    """How the authors' MB-SGD differs (spec §9): the server sums the silo reports (Q2, MNIST and
+    insurance); insurance clips the batch-mean gradient, non-private MB-SGD with the clip factor of an
+    independent batch (Q7); obesity sends batch sums and adds one noise draw to the average (Q9)."""
+    if not compat or ALGORITHMS[algorithm][1] != "minibatch":
+        return {}
+    private = ALGORITHMS[algorithm][2]
+    if experiment == "obesity":
+        return {"batch": "sum", "noise_at": "server"}
+    if experiment == "insurance":
+        return {"aggregation": "sum", "clip": "batch_mean" if private else "batch_mean_other"}
+    return {"aggregation": "sum"}
+
+
+def _silo_rows(data: SiloData, s: int, bootstrap: bool, rng: np.random.Generator):
+    """A silo's training rows; for the authors' υ*² estimate (Q6), n rows drawn with replacement."""
+    c = int(data.counts[s])
+    idx = rng.integers(0, c, c) if bootstrap else np.arange(c)
+    return data.X[s, idx], data.y[s, idx]
+
+
 def _edge(index: int, size: int) -> str:
     """Whether the chosen step lies on the edge of its grid (a hint that the grid is too narrow)."""
     return "low" if index == 0 else ("high" if index == size - 1 else "")
@@ -321,7 +363,10 @@ def aggregate(params: dict, mode: str, tables: list[pd.DataFrame], log) -> pd.Da
         for eps in eps_grid:
             v = d if d["eps"].isna().all() else d[np.isclose(d["eps"], eps)]
             vals = v["test"].to_numpy(float)
-            half = (np.percentile(vals, 95) - np.percentile(vals, 5)) / 2 if params["error_bars"] else 0.0
+            lo, hi = np.percentile(vals, 5), np.percentile(vals, 95)
+            if mode == "authors-code" and EXPERIMENTS[params["experiment"]]["metric"] == "test_error":
+                lo, hi = max(0.0, lo), min(1.0, hi)  # Q12: the authors clamp error-rate percentiles to [0, 1]
+            half = max(hi - lo, 0.0) / 2 if params["error_bars"] else 0.0
             mean = float(vals.mean())
             out.append({
                 "panel": panel, "curve": v["label"].iloc[0], "algorithm": algorithm, "x": eps, "y": mean,
