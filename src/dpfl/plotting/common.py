@@ -28,7 +28,7 @@ def setup():
 def annotate(fig, meta: dict) -> None:
     """Mode in a corner; a diagonal watermark when any input is a synthetic stand-in."""
     note = f"mode: {meta['mode']}  ·  data: {meta['data_source']}"
-    fig.text(0.995, 0.005, note, ha="right", va="bottom", fontsize=6, color="0.4")
+    fig.text(0.005, 0.005, note, ha="left", va="bottom", fontsize=6, color="0.4")  # bottom-left: clear of labels
     if meta.get("data_source") == "standin":
         fig.text(0.5, 0.5, STANDIN_WATERMARK, ha="center", va="center", rotation=25, fontsize=26,
                  color="red", alpha=0.25, weight="bold")
