@@ -116,7 +116,6 @@ def code_files(ref: str) -> list[str]:
 
 def call(ref: str, *args):
     """Call "module:function" (used at DAG-building time, so the module must be import-light)."""
-    import importlib
+    from dpfl.stages.common import resolve
 
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)(*args)
+    return resolve(ref)(*args)

@@ -21,10 +21,8 @@ from dpfl.models.glm import GLM, newton_optimum
 from dpfl.privacy.rdp import SampledGaussian, calibrate_noise_multiplier, epsilon
 from dpfl.seeds import rng_for
 
-COLORS = {"noisy_mb_sgd": "#1f77b4", "noisy_local_sgd": "#ff7f0e", "mb_sgd": "#2ca02c", "local_sgd": "#d62728"}
-
 EXPERIMENTS = {
-    # model, metric, whether default-mode MB-SGD clips, which records define L
+    # the model trained on each experiment's data, and the test metric of its figures (spec §2)
     "mnist": {"model": GLM("logistic"), "metric": "test_error"},
     "insurance": {"model": GLM("linear"), "metric": "relative_rmse"},
     "obesity": {"model": GLM("softmax", classes=7), "metric": "test_error"},
