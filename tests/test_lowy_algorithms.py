@@ -100,6 +100,24 @@ GRID_CASES = [
     # step sizes, clip bounds (inf = none), noise std per config (scaled per silo below)
     (np.array([0.05, 0.2, 0.5]), np.array([np.inf, 0.7, 0.3]), np.array([0.0, 0.3, 1.0])),
 ]
+ALGORITHMS = {"minibatch": (minibatch_sgd, minibatch_draws, ref_minibatch), "local": (local_sgd, local_draws, ref_local)}
+
+
+def assert_matches_reference(method, model, data, settings, grid: Grid, seed: int, rtol: float, reps: int = 2, **draw_kw):
+    """The vectorized algorithm and its plain-loop reference, fed the same pre-drawn randomness, agree."""
+    run, draw, ref = ALGORITHMS[method]
+    rngs = [np.random.default_rng(seed + r) for r in range(reps)]
+    draws = list(draw(rngs, data, settings, model.out_dim, **draw_kw))
+    res = run(model, data, settings, grid, draws, reps)
+    for r in range(reps):
+        for g in range(len(grid.eta)):
+            want = ref(model, data, settings, grid.eta[g], grid.clip[g], grid.noise_std[g], draws, r)
+            np.testing.assert_allclose(res.W[r, g], want, rtol=rtol, atol=1e-12)
+
+
+def default_grid(noise: bool) -> Grid:
+    eta, c, base = GRID_CASES[0]
+    return Grid(eta, c, np.outer(base, [1.0, 1.5, 0.5]) if noise else np.zeros((3, 3)))
 
 
 @pytest.mark.parametrize("kind", ["logistic", "linear", "softmax"])
@@ -107,17 +125,7 @@ GRID_CASES = [
 def test_minibatch_sgd_matches_plain_loops(kind, noise):
     model, data = toy(kind)
     settings = Settings(rounds=4, silos_per_round=2, local=3, average_last=3)
-    eta, c, base = GRID_CASES[0]
-    silo_scale = np.array([1.0, 1.5, 0.5])
-    std = np.outer(base, silo_scale) if noise else np.zeros((3, 3))
-    reps = 2
-    rngs = [np.random.default_rng(100 + r) for r in range(reps)]
-    draws = list(minibatch_draws(rngs, data, settings, model.out_dim, noise=noise))
-    res = minibatch_sgd(model, data, settings, Grid(eta, c, std), draws, reps)
-    for r in range(reps):
-        for g in range(3):
-            want = ref_minibatch(model, data, settings, eta[g], c[g], std[g], draws, r)
-            np.testing.assert_allclose(res.W[r, g], want, rtol=1e-10, atol=1e-12)
+    assert_matches_reference("minibatch", model, data, settings, default_grid(noise), 100, 1e-10, noise=noise)
 
 
 @pytest.mark.parametrize("variant", [
@@ -129,16 +137,8 @@ def test_minibatch_sgd_matches_plain_loops(kind, noise):
 def test_authors_code_minibatch_variants_match_plain_loops(variant):
     model, data = toy("linear" if "clip" in variant else "softmax", seed=2, sizes=(8, 8, 8))
     settings = Settings(rounds=3, silos_per_round=2, local=3, average_last=2, **variant)
-    eta, c, base = np.array([0.05, 0.1]), np.array([0.5, 2.0]), np.array([0.4, 1.0])
-    std = np.outer(base, np.ones(3))
-    reps = 2
-    rngs = [np.random.default_rng(300 + r) for r in range(reps)]
-    draws = list(minibatch_draws(rngs, data, settings, model.out_dim, replace=True, noise=True))
-    res = minibatch_sgd(model, data, settings, Grid(eta, c, std), draws, reps)
-    for r in range(reps):
-        for g in range(2):
-            want = ref_minibatch(model, data, settings, eta[g], c[g], std[g], draws, r)
-            np.testing.assert_allclose(res.W[r, g], want, rtol=1e-9, atol=1e-12)
+    grid = Grid(np.array([0.05, 0.1]), np.array([0.5, 2.0]), np.outer([0.4, 1.0], np.ones(3)))
+    assert_matches_reference("minibatch", model, data, settings, grid, 300, 1e-9, replace=True, noise=True)
 
 
 @pytest.mark.parametrize("kind", ["logistic", "linear", "softmax"])
@@ -146,17 +146,7 @@ def test_authors_code_minibatch_variants_match_plain_loops(variant):
 def test_local_sgd_matches_plain_loops(kind, noise):
     model, data = toy(kind, seed=1)
     settings = Settings(rounds=3, silos_per_round=2, local=4, average_last=2)
-    eta, c, base = GRID_CASES[0]
-    silo_scale = np.array([1.0, 1.5, 0.5])
-    std = np.outer(base, silo_scale) if noise else np.zeros((3, 3))
-    reps = 2
-    rngs = [np.random.default_rng(200 + r) for r in range(reps)]
-    draws = list(local_draws(rngs, data, settings, model.out_dim, noise=noise))
-    res = local_sgd(model, data, settings, Grid(eta, c, std), draws, reps)
-    for r in range(reps):
-        for g in range(3):
-            want = ref_local(model, data, settings, eta[g], c[g], std[g], draws, r)
-            np.testing.assert_allclose(res.W[r, g], want, rtol=1e-9, atol=1e-12)
+    assert_matches_reference("local", model, data, settings, default_grid(noise), 200, 1e-9, noise=noise)
 
 
 def test_draws_respect_silo_sizes_and_sampling_rules():

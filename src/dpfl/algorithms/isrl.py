@@ -242,8 +242,8 @@ def minibatch_sgd(model: GLM, data: SiloData, settings: Settings, grid: Grid, dr
     noise_std = torch.from_numpy(grid.noise_std)
     noisy = bool(torch.any(noise_std != 0))
 
-    def batch_gradients(B, per_example_clip: bool):
-        """Σ over the batch of (clipped) per-example gradients: (reps, M, d, G, C)."""
+    def batch_gradients(W, S, B, per_example_clip: bool):
+        """Σ over the batch of (clipped) per-example gradients at W: (reps, M, d, G, C)."""
         Xb = X[S[..., None], B]  # (reps, M, K, d)
         scores = (Xb.reshape(reps, M * K, d) @ W.reshape(reps, d, G * C)).reshape(reps, M, K, G, C)
         res = _residual(model, scores, y[S[..., None], B][..., None])
@@ -258,11 +258,11 @@ def minibatch_sgd(model: GLM, data: SiloData, settings: Settings, grid: Grid, dr
 
     for r, dr in enumerate(draws):
         S, B = torch.from_numpy(dr["S"]), torch.from_numpy(dr["B"])
-        gsum = batch_gradients(B, settings.clip == "example")
+        gsum = batch_gradients(W, S, B, settings.clip == "example")
         if settings.clip == "batch_mean":
             gsum = gsum * mean_clip_factor(gsum)
         elif settings.clip == "batch_mean_other":
-            gsum = gsum * mean_clip_factor(batch_gradients(torch.from_numpy(dr["B2"]), False))
+            gsum = gsum * mean_clip_factor(batch_gradients(W, S, torch.from_numpy(dr["B2"]), False))
         if dr.get("Z") is not None and noisy and settings.noise_at == "silo":
             std = noise_std[:, S].permute(1, 2, 0)  # (reps, M, G)
             gsum = gsum + std[:, :, None, :, None] * torch.from_numpy(dr["Z"])[:, :, :, None, :]

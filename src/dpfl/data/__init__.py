@@ -9,6 +9,6 @@ Import-light on purpose: rules declare the modules a job imports as its inputs, 
 only dpfl.data.common.
 """
 
-from dpfl.data.common import DataError, load_prepared
+from dpfl.data.common import DataError, load_prepared, load_prepared_meta
 
-__all__ = ["DataError", "load_prepared"]
+__all__ = ["DataError", "load_prepared", "load_prepared_meta"]

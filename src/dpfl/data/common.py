@@ -62,3 +62,9 @@ def load_prepared(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
         arrays = {k: z[k] for k in z.files if k != "meta"}
         meta = json.loads(str(z["meta"]))
     return arrays, meta
+
+
+def load_prepared_meta(path: str | Path) -> dict:
+    """Only the meta of a prepared file (npz entries load lazily: the arrays are not decompressed)."""
+    with np.load(path, allow_pickle=False) as z:
+        return json.loads(str(z["meta"]))

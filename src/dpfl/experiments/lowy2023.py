@@ -221,11 +221,10 @@ def run_cell(job: dict, inputs: dict, log) -> pd.DataFrame:
     panel_id, algorithm = job["cell"].split("-", 1)
     panel = next(q for q in p["panels"] if q["id"] == panel_id)
     experiment = p["experiment"]
-    sources = {experiment: load_source(p, inputs)}
     model, metric = EXPERIMENTS[experiment]["model"], EXPERIMENTS[experiment]["metric"]
     label, method, private = ALGORITHMS[algorithm]
     N, M, R = panel["n_silos"], panel["silos_per_round"], p["rounds"]
-    source = sources[experiment]
+    source = load_source(p, inputs)
     eps_grid = np.asarray(p["epsilons"], float) if private else np.array([np.nan])
     clips = np.asarray(p["clips"], float) if p.get("clips") else None
     compat = mode == "authors-code"

@@ -52,8 +52,8 @@ def run_data(paper: str, figure: str, job: dict, csv_path: str, meta_path: str, 
 
 def dataset_provenance(prepared_path: str) -> dict:
     """Where a prepared dataset came from, read from its npz meta (written by the data layer)."""
-    from dpfl.data import load_prepared
+    from dpfl.data import load_prepared_meta
 
-    _, meta = load_prepared(prepared_path)
+    meta = load_prepared_meta(prepared_path)
     keep = ("dataset", "source", "standin", "location", "files", "retrieved_at", "generator")
     return {"name": meta.get("dataset"), **{k: meta[k] for k in keep if k in meta}}
