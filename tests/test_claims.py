@@ -29,9 +29,34 @@ def curves(spec: dict[str, tuple], **params) -> list[dict]:
     return rows
 
 
+class Recording(dict):
+    """A check that records which keys the check function reads (indexes, gets or tests)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.read = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+
 def run(df, check):
-    verdict, numbers = claims.CHECKS[check["kind"]](df, check)
+    """Evaluate one check; every key the check function reads must be one its kind declares (CHECK_KEYS,
+    from which the config schema is generated), so that the schema neither rejects nor misses a key."""
+    recorded = Recording(check)
+    verdict, numbers = claims.CHECKS[check["kind"]](df, recorded)
     assert verdict in ("pass", "fail", "inconclusive")
+    undeclared = recorded.read - set(claims.check_keys(check["kind"]))
+    assert not undeclared, f"{check['kind']} reads keys that CHECK_KEYS does not declare: {sorted(undeclared)}"
     return verdict, numbers
 
 

@@ -10,9 +10,16 @@ import numpy as np
 import pytest
 from scipy.special import expit, softmax
 
-from dpfl.algorithms.isrl import Grid, Settings, SiloData, local_draws, local_sgd, minibatch_draws, minibatch_sgd
-from dpfl.experiments.lowy2023 import noise_multipliers, paper_sigma
 from dpfl.models.glm import GLM, newton_optimum
+from dpfl.papers.lowy2023.isrl import Grid, Settings, SiloData, local_draws, local_sgd, minibatch_draws, minibatch_sgd
+from dpfl.papers.lowy2023.methods import BY_ID, paper_sigma
+from dpfl.privacy.calibration import noise_level
+
+
+def noise_multipliers(update: str, n: int, K: int, R: int, eps: float, rule: str) -> dict:
+    """The cell's noise computation for the private method with this update."""
+    method = BY_ID["noisy_mb_sgd" if update == "minibatch" else "noisy_local_sgd"]
+    return noise_level(method.accounting(n=n, K=K, R=R), eps, method.paper_multiplier(n, K, R, eps), rule).as_dict()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,7 +8,34 @@ import math
 import numpy as np
 import pytest
 
-from dpfl.experiments.lowy2023 import MNIST_PER_DIGIT, local_steps, mnist_pool, trial_data
+from pathlib import Path
+
+from dpfl import config
+from dpfl.papers.lowy2023.cell import local_steps
+from dpfl.papers.lowy2023.methods import BY_ID
+from dpfl.papers.lowy2023.split import even_odd_pairs, trial_data
+
+MNIST_PER_DIGIT = 774
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return config.load(ROOT)
+
+
+def impl(cfg, figure: str = "fig4", mode: str = "none") -> dict:
+    """The `implementation` settings a figure runs with (the paper's, or the authors' code's)."""
+    return cfg.figure_params("lowy2023", figure, mode)["implementation"]
+
+
+PAPER = {"mnist_silos": "per_trial_split", "lipschitz": "data", "class_silo_sampling": "without_replacement"}
+AUTHORS_MNIST = {"mnist_silos": "bootstrap_fixed_split", "lipschitz": "data_silo1", "class_silo_sampling": "without_replacement"}
+AUTHORS_OBESITY = {"mnist_silos": "per_trial_split", "lipschitz": 20, "class_silo_sampling": "with_replacement"}
+
+
+def mnist_pool(arrays, log):
+    return even_odd_pairs(arrays, {"pca_components": 50, "per_digit": MNIST_PER_DIGIT}, log)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +63,7 @@ def test_mnist_pool_has_25_even_odd_silos_in_order(fake_mnist):
 
 def test_mnist_trial_split_sizes(fake_mnist):
     pool = mnist_pool(fake_mnist, log=lambda *_: None)
-    t = trial_data("mnist", pool, 25, np.random.default_rng(1))
+    t = trial_data("mnist", pool, 25, np.random.default_rng(1), PAPER)
     assert t.train.counts.tolist() == [1238] * 25 and len(t.y_test) == 25 * 310
     assert t.lipschitz == pytest.approx(2 * np.linalg.norm(t.train.pooled_X, axis=1).max())
     params = {"epsilons": [0.75, 1.5, 3, 6, 12, 18], "rounds": 35}
@@ -56,7 +83,7 @@ def fake_insurance(seed=0):
                                      (15, [90] * 14 + [78])])
 def test_insurance_silos_are_contiguous_ranges_of_sorted_charges(N, sizes):
     src = fake_insurance()
-    t = trial_data("insurance", src, N, np.random.default_rng(2))
+    t = trial_data("insurance", src, N, np.random.default_rng(2), PAPER)
     test_sizes = [math.ceil(0.2 * s) for s in sizes]
     assert t.train.counts.tolist() == [s - ts for s, ts in zip(sizes, test_sizes)]
     assert len(t.y_test) == sum(test_sizes)
@@ -79,7 +106,7 @@ def test_obesity_silos_are_balanced_classes():
     n = 2111
     X = rng.normal(size=(n, 16)) * 3 + 10
     y = rng.integers(0, 7, n)
-    t = trial_data("obesity", {"X": X, "y": y, "columns": columns}, 7, rng)
+    t = trial_data("obesity", {"X": X, "y": y, "columns": columns}, 7, rng, PAPER)
     n_min = t.train.counts[0]
     assert t.train.counts.tolist() == [n_min] * 7 and t.n_for_K == n_min
     for k in range(7):
@@ -91,8 +118,8 @@ def test_obesity_silos_are_balanced_classes():
 def test_authors_code_mnist_silos_bootstrap_with_a_fixed_split(fake_mnist):
     pool = mnist_pool(fake_mnist, log=lambda *_: None)
     fixed = lambda: np.random.default_rng(99)  # noqa: E731  (a fresh, identical stream each trial)
-    a = trial_data("mnist", pool, 25, np.random.default_rng(1), compat=True, fixed_rng=fixed())
-    b = trial_data("mnist", pool, 25, np.random.default_rng(2), compat=True, fixed_rng=fixed())
+    a = trial_data("mnist", pool, 25, np.random.default_rng(1), AUTHORS_MNIST, fixed_rng=fixed())
+    b = trial_data("mnist", pool, 25, np.random.default_rng(2), AUTHORS_MNIST, fixed_rng=fixed())
     assert a.train.counts.tolist() == [1238] * 25 and len(a.y_test) == 25 * 310
     # bootstrap: some pool images repeat within a silo; the trials differ
     assert len(np.unique(a.train.X[0, :1238], axis=0)) < 1238
@@ -106,17 +133,27 @@ def test_authors_code_obesity_resamples_with_replacement_and_fixes_L():
     columns = np.array(["Gender", "Age", "Height", "Weight", "family_history_with_overweight", "FAVC", "FCVC", "NCP",
                         "CAEC", "SMOKE", "CH2O", "SCC", "FAF", "TUE", "CALC", "MTRANS"])
     X, y = rng.normal(size=(2111, 16)), rng.integers(0, 7, 2111)
-    t = trial_data("obesity", {"X": X, "y": y, "columns": columns}, 7, rng, compat=True)
+    t = trial_data("obesity", {"X": X, "y": y, "columns": columns}, 7, rng, AUTHORS_OBESITY)
     assert t.lipschitz == 20.0
     assert any(len(np.unique(t.train.X[k, : t.train.counts[k]], axis=0)) < t.train.counts[k] for k in range(7))
 
 
-def test_authors_code_settings_follow_the_spec():
-    from dpfl.experiments.lowy2023 import authors_code_settings
-
-    assert authors_code_settings("mnist", "noisy_mb_sgd", compat=False) == {}
-    assert authors_code_settings("mnist", "noisy_mb_sgd", compat=True) == {"aggregation": "sum"}
-    assert authors_code_settings("insurance", "noisy_mb_sgd", True) == {"aggregation": "sum", "clip": "batch_mean"}
-    assert authors_code_settings("insurance", "mb_sgd", True) == {"aggregation": "sum", "clip": "batch_mean_other"}
-    assert authors_code_settings("obesity", "noisy_mb_sgd", True) == {"batch": "sum", "noise_at": "server"}
-    assert authors_code_settings("mnist", "noisy_local_sgd", True) == {}
+def test_authors_code_settings_follow_the_spec(cfg):
+    """The authors-code `implementation` settings in config/papers/lowy2023.yaml give each MB-SGD variant of spec
+    §9; the default (paper) settings give the paper's algorithm; Local SGD is never changed."""
+    paper = {"aggregation": "mean", "batch": "mean", "noise_at": "silo", "clip": "example"}
+    for figure in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9"):
+        assert BY_ID["noisy_mb_sgd"].settings_overrides(impl(cfg, figure)) == paper
+        assert BY_ID["noisy_local_sgd"].settings_overrides(impl(cfg, figure, "authors-code")) == {}
+    for figure in ("fig4", "fig7"):  # Q2
+        assert BY_ID["noisy_mb_sgd"].settings_overrides(impl(cfg, figure, "authors-code")) == {**paper, "aggregation": "sum"}
+    for figure in ("fig5", "fig8", "fig9"):  # Q2, Q7
+        ac = impl(cfg, figure, "authors-code")
+        assert BY_ID["noisy_mb_sgd"].settings_overrides(ac) == {**paper, "aggregation": "sum", "clip": "batch_mean"}
+        assert BY_ID["mb_sgd"].settings_overrides(ac) == {**paper, "aggregation": "sum", "clip": "batch_mean_other"}
+        assert ac["local_noise_n"] == "share"  # Q8
+    ac = impl(cfg, "fig6", "authors-code")  # Q9, Q10
+    assert BY_ID["noisy_mb_sgd"].settings_overrides(ac) == {**paper, "batch": "sum", "noise_at": "server"}
+    assert ac["lipschitz"] == 20 and ac["class_silo_sampling"] == "with_replacement"
+    for figure in ("fig4", "fig5", "fig6"):  # Q3
+        assert impl(cfg, figure, "authors-code")["batch_sampling"] == "with_replacement"

@@ -151,7 +151,7 @@ def test_full_run_builds_every_output(built):
         assert {"config_hash", "versions", "inferred", "device"} <= set(sidecar)
         claims = json.loads((d / "claims.json").read_text())["claims"]
         assert claims and all(c["verdict"] in {"pass", "fail", "inconclusive", "stand-in"} for c in claims)
-        assert (built / "results/logs" / paper / figure / sub / "data.log").read_text().strip()
+        assert (built / "results/logs" / paper / figure / sub / "table.log").read_text().strip()
     html = (built / "results/report/index.html").read_text()
     for paper, figure, _ in FIGURES:
         assert f'id="{paper}-{figure}-' in html
@@ -161,7 +161,7 @@ def test_full_run_builds_every_output(built):
 
 def test_same_config_gives_identical_tables(built, tmp_path):
     again = copy_project(tmp_path / "again")
-    snakemake(again, "--cores", "2", *SMOKE, "--until", "figure_data_none", check=True)
+    snakemake(again, "--cores", "2", *SMOKE, "--until", "figure_table_none", check=True)
     for paper, figure, sub in FIGURES:
         if sub:
             continue
@@ -216,7 +216,7 @@ def test_library_edit_reruns_only_importing_figures(built, tmp_path):
 def test_slurm_profile_dry_run(built):
     proc = snakemake(built, "-n", "--profile", "profiles/slurm", *SMOKE, "--forceall", check=True)
     text = proc.stdout + proc.stderr
-    assert "figure_data_none" in text and "report" in text
+    assert "figure_table_none" in text and "report" in text
 
 
 def test_snakemake_report(built, tmp_path):

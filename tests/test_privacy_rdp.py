@@ -8,6 +8,7 @@ compute_epsilon, and opacus' compute_rdp.
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -66,7 +67,7 @@ def hand_rdp_integer(q: float, z: float, alpha: int) -> float:
 
 def mpmath_rdp_integer(q: float, z: float, alpha: int, dps: int = 60) -> float:
     """The same formula, literally, in 60-digit arithmetic."""
-    mp = pytest.importorskip("mpmath")
+    mp = importlib.import_module("mpmath")
     with mp.workdps(dps):
         q, z = mp.mpf(q), mp.mpf(z)
         s = mp.fsum(
@@ -79,7 +80,7 @@ def mpmath_rdp_integer(q: float, z: float, alpha: int, dps: int = 60) -> float:
 def mpmath_rdp_exact(q: float, z: float, alpha: float, dps: int = 30) -> float:
     """Exact RDP of the Poisson-subsampled Gaussian at any order α > 1 (Mironov, Talwar & Zhang 2019):
     log(A_α)/(α−1), A_α = E_{x~N(0,z²)}[((1−q) + q·exp((2x−1)/(2z²)))^α], by numerical integration."""
-    mp = pytest.importorskip("mpmath")
+    mp = importlib.import_module("mpmath")
     with mp.workdps(dps):
         q, z, a = mp.mpf(q), mp.mpf(z), mp.mpf(alpha)
 

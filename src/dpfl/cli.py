@@ -26,7 +26,7 @@ def _project_root() -> Path:
 
 def cmd_list(args) -> int:
     from dpfl.config import load
-    from dpfl.registry import FIGURES
+    from dpfl.papers import FIGURES
 
     cfg = load(_project_root(), {"scale": args.scale} if args.scale else None)
     for paper, figure in cfg.selected():

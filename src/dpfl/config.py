@@ -3,8 +3,9 @@
 Order of precedence (later wins): config/papers/<id>.yaml < config/scales/<scale>.yaml < --config on
 the command line (global keys only). Every file is checked against its JSON Schema before anything
 runs; errors name the file, the key path and what is allowed, with a "did you mean" hint for typos.
-Defaults are filled by `snakemake.utils.validate(set_default=True)`, so the schema is the single place
-where a default lives.
+Defaults are filled while validating (as `snakemake.utils.validate(set_default=True)` does), so the schema is
+the single place where a default lives. A schema may `$ref` a schema generated from code by its URI (the checks
+of a claim: dpfl.claims.check_schema(), see _generated_schemas).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import yaml
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from referencing import Registry, Resource
 
-from dpfl.registry import FIGURES, PAPERS
+from dpfl.papers import ALLOCATION_KINDS, FIGURES, PAPERS
 
 
 class ConfigError(ValueError):
@@ -44,18 +45,45 @@ def _read_yaml(path: Path):
     return {} if data is None else data
 
 
-def _validator(schema_path: Path, transform=None) -> Draft202012Validator:
+def _generated_schemas() -> dict:
+    """Schemas generated from code (no file on disk), by the URI the schema files `$ref` them with."""
+    from dpfl.claims import CHECK_SCHEMA_ID, check_schema  # here: dpfl.claims imports pandas
+
+    return {CHECK_SCHEMA_ID: check_schema}
+
+
+def _fill_defaults(validator, properties, instance, schema):
+    """The `properties` keyword, setting each missing property that has a default first (the jsonschema FAQ
+    recipe that snakemake.utils.validate(set_default=True) uses; a copy of the default per instance)."""
+    if validator.is_type(instance, "object"):
+        for name, subschema in properties.items():
+            if isinstance(subschema, dict) and "default" in subschema:
+                instance.setdefault(name, copy.deepcopy(subschema["default"]))
+    yield from Draft202012Validator.VALIDATORS["properties"](validator, properties, instance, schema)
+
+
+_DefaultFillingValidator = validators.extend(Draft202012Validator, {"properties": _fill_defaults})
+
+
+def _validator(schema_path: Path, transform=None, fill_defaults: bool = False) -> Draft202012Validator:
+    """A validator of the schema file; `$ref`s to other schema files are read from disk, those to a generated
+    schema (_generated_schemas) are generated; `transform` applies to each. fill_defaults: validating fills
+    missing properties that have a default."""
     schema = _read_yaml(schema_path)
     if transform is not None:
         schema = transform(schema)
     schema["$id"] = schema_path.resolve().as_uri()
 
     def retrieve(uri):
-        referenced = _read_yaml(Path(url2pathname(urlparse(uri).path)))
+        generated = _generated_schemas()
+        if uri in generated:
+            referenced = generated[uri]()
+        else:
+            referenced = _read_yaml(Path(url2pathname(urlparse(uri).path)))
         return Resource.from_contents(transform(referenced) if transform is not None else referenced)
 
     registry = Registry(retrieve=retrieve).with_resource(schema["$id"], Resource.from_contents(schema))
-    return Draft202012Validator(schema, registry=registry)
+    return (_DefaultFillingValidator if fill_defaults else Draft202012Validator)(schema, registry=registry)
 
 
 def _key_path(path) -> str:
@@ -69,6 +97,8 @@ def _describe(error) -> str:
     """One readable line for a jsonschema error: where, what was found, what is allowed."""
     where = _key_path(error.absolute_path)
     schema = error.schema
+    title = schema.get("title") if isinstance(schema, dict) else None  # e.g. "kind 'near'" (dpfl.claims)
+    context = f" for {title}" if isinstance(title, str) else ""
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
         extra = sorted(set(error.instance) - set(allowed))
@@ -76,7 +106,7 @@ def _describe(error) -> str:
         for key in extra:
             close = difflib.get_close_matches(str(key), allowed, n=1)
             hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
-        return f"{where}: unknown key {', '.join(hints)}; allowed keys: {', '.join(allowed)}"
+        return f"{where}: unknown key {', '.join(hints)}{context}; allowed keys: {', '.join(allowed)}"
     if error.validator == "enum":
         close = difflib.get_close_matches(str(error.instance), [str(v) for v in error.validator_value], n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -84,9 +114,11 @@ def _describe(error) -> str:
     if error.validator == "type":
         return f"{where}: expected {error.validator_value}, got {type(error.instance).__name__} {error.instance!r}"
     if error.validator == "required":
-        return f"{where}: {error.message}"
+        return f"{where}: {error.message}{context}"
     desc = schema.get("description")
-    return f"{where}: {error.message}" + (f" ({desc})" if desc else "")
+    if error.validator in ("anyOf", "oneOf") and desc:  # the default message repeats the whole instance
+        return f"{where}: {desc}{context}"
+    return f"{where}: {error.message}{context}" + (f" ({desc})" if desc else "")
 
 
 def validate(data, schema_path: Path, source: str, set_default: bool = True):
@@ -96,9 +128,8 @@ def validate(data, schema_path: Path, source: str, set_default: bool = True):
         lines = "\n".join(f"  - {_describe(e)}" for e in errors)
         raise ConfigError(f"invalid configuration in {source}:\n{lines}\n(schema: {_short(schema_path)})")
     if set_default:
-        from snakemake.utils import validate as snakemake_validate
-
-        snakemake_validate(data, str(schema_path.resolve()), set_default=True)
+        # not snakemake.utils.validate: it resolves a $ref only to a file, not to a generated schema
+        _validator(schema_path, fill_defaults=True).validate(data)
     return data
 
 
@@ -134,6 +165,9 @@ def deep_merge(base: dict, overlay: dict) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
+PAPER_STRUCTURE_KEYS = ("paper", "figures", "compat", "allocations")  # the rest of a paper file are its settings
+
+
 @dataclass
 class ProjectConfig:
     root: Path
@@ -167,6 +201,26 @@ class ProjectConfig:
 
     def mode(self, paper: str) -> str:
         return self.papers[paper]["compat"]
+
+    def figure_params(self, paper: str, figure: str, mode: str) -> dict:
+        """A figure's params in a mode: under authors-code, its `authors_code.params` are merged in."""
+        spec = self.figure(paper, figure)
+        if mode == "authors-code":
+            return deep_merge(spec["params"], spec.get("authors_code", {}).get("params", {}))
+        return spec["params"]
+
+    def paper_settings(self, paper: str) -> dict:
+        """Paper-level settings that shape results (e.g. lowy2023's noise_calibration)."""
+        return {k: v for k, v in self.papers[paper].items() if k not in PAPER_STRUCTURE_KEYS}
+
+    def allocation(self, name: str) -> dict:
+        """A configured allocation (a paper's `allocations:` entry, named "<paper>-<name>")."""
+        for paper, cfg in self.papers.items():
+            for key, entry in cfg.get("allocations", {}).items():
+                if f"{paper}-{key}" == name:
+                    return entry
+        known = [f"{p}-{k}" for p, c in self.papers.items() for k in c.get("allocations", {})]
+        raise ConfigError(f"unknown allocation {name!r}; configured allocations: {', '.join(known) or '(none)'}")
 
     def data_mirror(self) -> str | None:
         """The local dataset mirror: `data_mirror`, else $DPFL_DATA_MIRROR, as an absolute path (a relative
@@ -223,9 +277,17 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
             _validate_overlay(overlay, schema_path, f"{_short(scale_file)} (papers.{paper})")
         merged = deep_merge(data, overlay)
         validate(merged, schema_path, f"{_short(paper_file)} merged with {_short(scale_file)}")
-        for figure in merged["figures"]:
+        for figure, spec in merged["figures"].items():
             if (paper, figure) not in FIGURES:
                 raise ConfigError(f"{_short(paper_file)}: figures.{figure}: no implementation registered for this figure")
+            if spec.get("authors_code", {}).get("params"):
+                _validate_authors_code(merged, figure, schema_path, _short(paper_file))
+        for name, entry in merged.get("allocations", {}).items():
+            kind = ALLOCATION_KINDS.get(entry["kind"])
+            if kind is None or entry["dataset"] not in kind.datasets:
+                allowed = ", ".join(f"{k} ({'/'.join(v.datasets)})" for k, v in ALLOCATION_KINDS.items())
+                raise ConfigError(f"invalid configuration in {_short(paper_file)}:\n  - allocations.{name}: kind "
+                                  f"{entry['kind']!r} on dataset {entry['dataset']!r} is not implemented; known kinds: {allowed}")
         papers[paper] = merged
         sources[paper] = [str(paper_file.relative_to(root)), str(scale_file.relative_to(root))]
 
@@ -239,6 +301,16 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
                 f"{paper!r}; allowed: {', '.join(sorted(papers[paper]['figures']))}"
             )
     return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources, datasets=datasets)
+
+
+def _validate_authors_code(paper_cfg: dict, figure: str, schema_path: Path, source: str) -> None:
+    """The params a figure has under `compat: authors-code` (its params with `authors_code.params` merged in) must
+    be valid params: a misspelt or ill-typed authors-code setting fails here, not in a job."""
+    spec = paper_cfg["figures"][figure]
+    trial = copy.deepcopy(paper_cfg)
+    trial["figures"][figure]["params"] = deep_merge(spec["params"], spec["authors_code"]["params"])
+    validate(trial, schema_path, f"{source} (figures.{figure}.authors_code.params merged into params)",
+             set_default=False)
 
 
 def _coerce_cli(overrides: dict, schema: dict) -> dict:

@@ -1,6 +1,7 @@
 """The HTML report (results/report/index.html): every figure with its caption, mode, data provenance,
 claims table and run time; the settings used; every inferred setting. It only reads what the figure
-stages wrote (sidecars, claims.json, Markdown captions, benchmark files), so it is cheap to rebuild."""
+stages wrote (sidecars, claims.json, Markdown captions, benchmark files), so it is cheap to rebuild. The stage
+runner that writes it is dpfl.stages.report."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from pathlib import Path
 import jinja2
 
 from dpfl.claims import summarize_check
-from dpfl.stages.common import atomic_path, get_logger
 
 VERDICT_ORDER = ["pass", "fail", "inconclusive", "stand-in"]
 
@@ -85,17 +85,14 @@ def collect(figures: list[dict], root: Path, report_dir: Path) -> list[dict]:
             "pdf": f"{rel}/{f['figure']}.pdf",
             "csv": f"{rel}/{f['figure']}.csv",
             "table_html": _markdown_table_to_html(md[md.find("\n|") + 1:]) if "\n|" in md else "",
-            "benchmark": _benchmark(log_dir / "data.benchmark.tsv"),
+            "benchmark": _benchmark(log_dir / "table.benchmark.tsv"),
         })
     return entries
 
 
-def build_report(figures: list[dict], settings: dict, out_html: str, log_path: str | None = None,
-                 root: str | Path = ".") -> None:
-    log = get_logger(log_path, "report")
-    root = Path(root)
-    out = Path(out_html)
-    entries = collect(figures, root, (root / out).parent if not out.is_absolute() else out.parent)
+def render_report(figures: list[dict], settings: dict, report_dir: Path, root: Path = Path(".")) -> tuple[str, Counter]:
+    """The report page (HTML) and the count of claim verdicts, from what the figure stages wrote."""
+    entries = collect(figures, root, report_dir)
     verdicts = Counter(c["verdict"] for e in entries for c in e["claims"])
     env = jinja2.Environment(loader=jinja2.PackageLoader("dpfl", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined)
@@ -107,7 +104,4 @@ def build_report(figures: list[dict], settings: dict, out_html: str, log_path: s
         versions=entries[0]["sidecar"]["versions"] if entries else {},
         device=entries[0]["sidecar"]["device"] if entries else {},
     )
-    with atomic_path(out) as tmp:
-        tmp.write_text(page)
-    log.info("report with %d figures and %d claims (%s) -> %s", len(entries), sum(verdicts.values()),
-             ", ".join(f"{k}: {v}" for k, v in verdicts.items()), out)
+    return page, verdicts

@@ -1,5 +1,5 @@
 # Configuration and helpers shared by the rules. Loading fails before any job runs if a YAML file is
-# invalid; the message names the file, the key and what is allowed.
+# invalid; the message names the file, the key and what is allowed. Paths come from dpfl.paths.
 import os
 import sys
 
@@ -11,15 +11,25 @@ sys.path.insert(0, SRC)
 os.environ["PYTHONPATH"] = SRC + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
 
 from dpfl import config as dpfl_config  # noqa: E402
-from dpfl.registry import ALLOCATIONS, FIGURES, call, code_files  # noqa: E402
+from dpfl import jobs, paths  # noqa: E402
+from dpfl.codedeps import code_files  # noqa: E402
+from dpfl.papers import ALLOCATION_KINDS, FIGURES  # noqa: E402
 
 try:
     CFG = dpfl_config.load(workflow.basedir, config)
 except dpfl_config.ConfigError as exc:
     raise WorkflowError(f"dpfl configuration error: {exc}") from None
 
-MODE_SUBDIR = {"none": "", "authors-code": "authors-code/"}
-REPORT_HTML = "results/report/index.html"
+if CFG.globals["device"] == "cuda":
+    from dpfl.fl.device import DeviceError, resolve_device  # noqa: E402
+
+    try:
+        resolve_device("cuda")
+    except DeviceError as exc:
+        raise WorkflowError(f"dpfl configuration error: {exc}") from None
+
+MODE_SUBDIR = paths.MODE_SUBDIR
+REPORT_HTML = paths.REPORT_HTML
 
 
 wildcard_constraints:
@@ -37,16 +47,8 @@ def figure_def(wildcards):
     return FIGURES[key]
 
 
-def figure_params(paper, figure, mode):
-    """A figure's params in a mode: under authors-code, its `authors_code.params` are merged in."""
-    spec = CFG.figure(paper, figure)
-    if mode == "authors-code":
-        return dpfl_config.deep_merge(spec["params"], spec.get("authors_code", {}).get("params", {}))
-    return spec["params"]
-
-
 def figure_dir(paper, figure, mode):
-    return f"results/{paper}/{figure}/{MODE_SUBDIR[mode]}"
+    return paths.figure_dir(paper, figure, mode)
 
 
 def modes_for(paper, figure):
@@ -77,18 +79,18 @@ def compat_figure_outputs():
             for path in figure_outputs(p, f, "authors-code")]
 
 
-STAGE_RUNNERS = {"cell": "dpfl.stages.cell", "data": "dpfl.stages.data", "plot": "dpfl.stages.plot",
+STAGE_RUNNERS = {"cell": "dpfl.stages.cell", "table": "dpfl.stages.table", "plot": "dpfl.stages.plot",
                  "claims": "dpfl.stages.claims"}
 
 
 def stage_code(stage):
-    """Source files a stage of a figure depends on: the stage runner and (for data and plot) the
-    figure's own function, with every dpfl module they import. Snakemake does not track imports, so
-    they are declared as inputs: editing a module reruns exactly the jobs that import it."""
+    """Source files a stage of a figure depends on: the stage runner and the figure's own functions for that
+    stage, with every dpfl module they import. Snakemake does not track imports, so they are declared as
+    inputs: editing a module reruns exactly the jobs that import it."""
     def inputs(wildcards):
         fdef = figure_def(wildcards)
         files = set(code_files(STAGE_RUNNERS[stage]))
-        for ref in {"cell": [fdef.cell], "data": [fdef.data], "plot": [fdef.plot, fdef.markdown]}.get(stage, []):
+        for ref in {"cell": [fdef.cell], "table": [fdef.table], "plot": [fdef.plot, fdef.markdown]}.get(stage, []):
             if ref:
                 files |= set(code_files(ref))
         return sorted(files)

@@ -13,7 +13,7 @@ def prepared_npz(dataset):
     if dataset not in CFG.datasets:
         raise WorkflowError(f"unknown dataset {dataset!r}; known datasets (config/datasets.yaml): "
                             f"{', '.join(sorted(CFG.datasets))}")
-    return f"data/prepared/{dataset}.npz"
+    return paths.prepared_npz(dataset)
 
 
 def _download_job(wildcards):
@@ -26,7 +26,7 @@ def _download_job(wildcards):
 
 def _download_code(wildcards):
     """The download stage's modules, plus this dataset's stand-in generator (imported by name at run time)."""
-    files = set(code_files("dpfl.data.download"))
+    files = set(code_files("dpfl.stages.download"))
     standin = CFG.datasets[wildcards.dataset]["standin"]
     if standin:
         files |= set(code_files(f"dpfl.data.standins.{standin}"))
@@ -39,7 +39,7 @@ def _prepare_code(wildcards):
     if importlib.util.find_spec(loader) is None:
         raise WorkflowError(f"dataset {wildcards.dataset} has no loader yet ({loader}); it can be downloaded "
                             f"(data/raw/{wildcards.dataset}/SOURCE.json) but not prepared")
-    return sorted(set(code_files("dpfl.data.prepare")) | set(code_files(loader)))
+    return sorted(set(code_files("dpfl.stages.prepare")) | set(code_files(loader)))
 
 
 rule download:

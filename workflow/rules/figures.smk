@@ -1,57 +1,49 @@
-# One figure = data (tidy table) -> plot (PNG/PDF + sidecar) -> claims (verdicts).
-# Experiment figures add cells before `data` (one job per cell, e.g. one algorithm on one panel over
-# all trials), which read prepared datasets (data.smk) and shared allocations (rule allocate).
+# One figure = table (tidy table) -> plot (PNG/PDF + sidecar) -> claims (verdicts).
+# Experiment figures add cells before `table` (one job per cell, e.g. one method on one panel over
+# all trials), which read prepared datasets (data.smk) and configured allocations (rule allocate).
 # The rules are defined once per mode; the authors-code variant lives in <figure>/authors-code/.
+# Plots, claims and the report take seconds: they run on the submitting machine, never as cluster jobs.
+localrules: report, figure_plot_none, figure_plot_authors_code, figure_claims_none, figure_claims_authors_code
 
 
-def _paper_settings(paper):
-    """Paper-level settings that shape results (e.g. lowy2023's noise_calibration)."""
-    return {k: v for k, v in CFG.papers[paper].items() if k not in ("paper", "figures", "compat")}
-
-
-def _job_params(mode):
+def _table_job(mode):
     def params(wildcards):
         fdef = figure_def(wildcards)
-        return {"function": fdef.data, "kind": fdef.kind, "mode": mode, "scale": CFG.globals["scale"],
-                "params": figure_params(wildcards.paper, wildcards.figure, mode),
-                "paper_settings": _paper_settings(wildcards.paper)}
+        return {"function": fdef.table, "kind": fdef.kind, "mode": mode, "scale": CFG.globals["scale"],
+                "params": CFG.figure_params(wildcards.paper, wildcards.figure, mode),
+                "paper_settings": CFG.paper_settings(wildcards.paper)}
     return params
 
 
-def _needs(wildcards):
-    fdef = figure_def(wildcards)
-    if fdef.needs is None:
-        return (), ()
-    return call(fdef.needs, CFG.figure(wildcards.paper, wildcards.figure)["params"])
+def _needs(mode):
+    def needs(wildcards):
+        figure_def(wildcards)
+        return jobs.needs(CFG, wildcards.paper, wildcards.figure, mode)
+    return needs
 
 
-def _prepared_inputs(wildcards):
-    return [prepared_npz(d) for d in _needs(wildcards)[0]]
+def _prepared_inputs(mode):
+    return lambda w: [prepared_npz(d) for d in _needs(mode)(w)[0]]
 
 
-def _allocation_inputs(wildcards):
-    return [f"data/allocations/{ALLOCATIONS[a].dataset}/{a}.npz" for a in _needs(wildcards)[1]]
+def _allocation_inputs(mode):
+    return lambda w: [allocation_npz(a) for a in _needs(mode)(w)[1]]
 
 
-def _cell_ids(wildcards):
-    fdef = figure_def(wildcards)
-    if fdef.cells is None:
-        return []
-    return call(fdef.cells, CFG.figure(wildcards.paper, wildcards.figure)["params"])
+def _cell_ids(mode):
+    def ids(wildcards):
+        figure_def(wildcards)
+        return jobs.cell_ids(CFG, wildcards.paper, wildcards.figure, mode)
+    return ids
 
 
 def _cell_job(mode):
     def params(wildcards):
-        fdef = figure_def(wildcards)
-        if wildcards.cell not in _cell_ids(wildcards):
-            raise WorkflowError(f"{wildcards.paper}/{wildcards.figure} has no cell {wildcards.cell!r}; "
-                                f"cells: {', '.join(_cell_ids(wildcards))}")
-        params, settings = figure_params(wildcards.paper, wildcards.figure, mode), _paper_settings(wildcards.paper)
-        if fdef.cell_params:  # only what this cell uses, so that unrelated edits do not rerun it
-            params, settings = call(fdef.cell_params, params, settings, wildcards.cell)
-        return {"function": fdef.cell, "cell": wildcards.cell, "mode": mode, "scale": CFG.globals["scale"],
-                "seed": CFG.globals["seed"], "threads": CFG.globals["threads"], "params": params,
-                "paper_settings": settings}
+        figure_def(wildcards)
+        try:
+            return jobs.build_cell_job(CFG, wildcards.paper, wildcards.figure, wildcards.cell, mode).as_dict()
+        except ValueError as exc:
+            raise WorkflowError(str(exc)) from None
     return params
 
 
@@ -68,15 +60,33 @@ def _claims_spec(wildcards):
     return CFG.figure(wildcards.paper, wildcards.figure).get("claims", [])
 
 
+def allocation_npz(name):
+    """The cached file of a configured allocation (a paper's `allocations:` entry, named "<paper>-<name>")."""
+    try:
+        entry = CFG.allocation(name)
+    except dpfl_config.ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
+    return paths.allocation_npz(entry["dataset"], name)
+
+
+def _allocation_entry(wildcards):
+    try:
+        return CFG.allocation(wildcards.allocation)
+    except dpfl_config.ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
+
+
 rule allocate:
-    """A fixed arrangement of a prepared dataset shared by figures (e.g. lowy2023's MNIST silos)."""
+    """A configured arrangement of a prepared dataset shared by figures (a paper's `allocations:` entry, e.g.
+    lowy2023's MNIST silos); its YAML entry is its params, so editing it reruns it and what reads it."""
     input:
-        prepared=lambda w: prepared_npz(ALLOCATIONS[w.allocation].dataset),
-        code=lambda w: sorted(set(code_files("dpfl.stages.allocate")) | set(code_files(ALLOCATIONS[w.allocation].function))),
+        prepared=lambda w: prepared_npz(_allocation_entry(w)["dataset"]),
+        code=lambda w: sorted(set(code_files("dpfl.stages.allocate"))
+                              | set(code_files(ALLOCATION_KINDS[_allocation_entry(w)["kind"]].function))),
     output:
         npz="data/allocations/{dataset}/{allocation}.npz",
     params:
-        function=lambda w: ALLOCATIONS[w.allocation].function,
+        entry=_allocation_entry,
     log:
         "results/logs/data/{dataset}/allocate-{allocation}.log",
     benchmark:
@@ -91,22 +101,22 @@ rule allocate:
 
 for _mode, _sub in MODE_SUBDIR.items():
     _slug = _mode.replace("-", "_")
-    _dir = "results/{paper}/{figure}/" + _sub
-    _logs = "results/logs/{paper}/{figure}/" + _sub
+    _dir = paths.figure_dir("{paper}", "{figure}", _mode)
+    _logs = paths.figure_logs("{paper}", "{figure}", _mode)
 
     rule:
         name:
             f"figure_cell_{_slug}"
         input:
-            prepared=_prepared_inputs,
-            allocations=_allocation_inputs,
+            prepared=_prepared_inputs(_mode),
+            allocations=_allocation_inputs(_mode),
             code=stage_code("cell"),
         output:
             table=_dir + "cells/{cell}.parquet",
         params:
             job=_cell_job(_mode),
-            datasets=lambda w: list(_needs(w)[0]),
-            allocations=lambda w: list(_needs(w)[1]),
+            datasets=lambda w, _mode=_mode: list(_needs(_mode)(w)[0]),
+            allocations=lambda w, _mode=_mode: list(_needs(_mode)(w)[1]),
         log:
             _logs + "cells/{cell}.log",
         benchmark:
@@ -120,27 +130,26 @@ for _mode, _sub in MODE_SUBDIR.items():
 
     rule:
         name:
-            f"figure_data_{_slug}"
+            f"figure_table_{_slug}"
         input:
-            cells=lambda w, _dir=_dir: [_dir.format(paper=w.paper, figure=w.figure) + f"cells/{c}.parquet"
-                                         for c in _cell_ids(w)],
-            prepared=_prepared_inputs,
-            code=stage_code("data"),
+            cells=lambda w, _mode=_mode: [paths.cell_table(w.paper, w.figure, c, _mode) for c in _cell_ids(_mode)(w)],
+            prepared=_prepared_inputs(_mode),
+            code=stage_code("table"),
         output:
             csv=_dir + "{figure}.csv",
             meta=_dir + "{figure}.meta.json",
         params:
-            job=_job_params(_mode),
+            job=_table_job(_mode),
         log:
-            _logs + "data.log",
+            _logs + "table.log",
         benchmark:
-            _logs + "data.benchmark.tsv"
+            _logs + "table.benchmark.tsv"
         threads: 1
         resources:
             mem_mb=2000,
             runtime=15,
         script:
-            "../scripts/figure_data.py"
+            "../scripts/figure_table.py"
 
     rule:
         name:
@@ -164,6 +173,8 @@ for _mode, _sub in MODE_SUBDIR.items():
             spec=_plot_spec,
         log:
             _logs + "plot.log",
+        benchmark:
+            _logs + "plot.benchmark.tsv"
         threads: 1
         resources:
             mem_mb=1000,
@@ -184,6 +195,8 @@ for _mode, _sub in MODE_SUBDIR.items():
             claims=_claims_spec,
         log:
             _logs + "claims.log",
+        benchmark:
+            _logs + "claims.benchmark.tsv"
         threads: 1
         resources:
             mem_mb=1000,

@@ -11,7 +11,7 @@ def _report_figures():
 rule report:
     input:
         figures=all_figure_outputs(),
-        code=code_files("dpfl.report"),
+        code=code_files("dpfl.stages.report"),
     output:
         html=REPORT_HTML,
     params:
@@ -19,6 +19,8 @@ rule report:
         settings={**CFG.globals, "data_mirror_resolved": CFG.data_mirror(), "config_sources": CFG.sources},
     log:
         "results/logs/report.log",
+    benchmark:
+        "results/logs/report.benchmark.tsv"
     threads: 1
     resources:
         mem_mb=1000,

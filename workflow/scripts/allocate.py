@@ -1,5 +1,5 @@
-# Snakemake script: a shared, fixed arrangement of a prepared dataset (see dpfl.stages.allocate).
+# Snakemake script: a configured arrangement of a prepared dataset (see dpfl.stages.allocate).
 from dpfl.stages.allocate import run_allocate
 
-run_allocate(snakemake.wildcards.allocation, snakemake.params.function, snakemake.input.prepared,
+run_allocate(snakemake.wildcards.allocation, snakemake.params.entry, snakemake.input.prepared,
              snakemake.output.npz, snakemake.log[0])

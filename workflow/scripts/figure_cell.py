@@ -1,7 +1,7 @@
 # Snakemake script: one cell of an experiment figure (see dpfl.stages.cell.run_cell).
+from dpfl.jobs import CellJob
 from dpfl.stages.cell import run_cell
 
 inputs = {"prepared": dict(zip(snakemake.params.datasets, snakemake.input.prepared)),
           "allocations": dict(zip(snakemake.params.allocations, snakemake.input.allocations))}
-run_cell(snakemake.wildcards.paper, snakemake.wildcards.figure, snakemake.params.job, inputs,
-         snakemake.output.table, snakemake.log[0])
+run_cell(CellJob(**snakemake.params.job), inputs, snakemake.output.table, snakemake.log[0])

@@ -1,4 +1,4 @@
-# Snakemake script: build results/report/index.html from every figure's outputs (see dpfl.report).
-from dpfl.report import build_report
+# Snakemake script: build results/report/index.html from every figure's outputs (see dpfl.stages.report).
+from dpfl.stages.report import build_report
 
 build_report(snakemake.params.figures, snakemake.params.settings, snakemake.output.html, snakemake.log[0])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpfl.stages.common import atomic_path
+from dpfl.io import atomic_path
 
 
 class DataError(RuntimeError):

@@ -1,16 +1,14 @@
-"""Stage `prepare`: data/raw/<dataset>/ (as recorded in SOURCE.json) -> data/prepared/<dataset>.npz, through the
-dataset's loader (dpfl.data.loaders.<dataset>). Files are re-hashed against SOURCE.json before they are read, so a
+"""Read a downloaded dataset into arrays: data/raw/<dataset>/ (as recorded in SOURCE.json) -> (arrays, meta), through
+the dataset's loader (dpfl.data.loaders.<dataset>). Files are re-hashed against SOURCE.json before they are read, so a
 raw file changed or damaged since its download is never used."""
 
 from __future__ import annotations
 
 import importlib
 import json
-import time
 from pathlib import Path
 
-from dpfl.data.common import DataError, save_prepared, sha256_file
-from dpfl.stages.common import get_logger
+from dpfl.data.common import DataError, sha256_file
 
 
 def prepare(dataset: str, raw_dir: str | Path, log=lambda msg: None) -> tuple[dict, dict]:
@@ -34,18 +32,3 @@ def prepare(dataset: str, raw_dir: str | Path, log=lambda msg: None) -> tuple[di
             "files": [{k: f[k] for k in ("name", "sha256", "bytes")} for f in record["files"]],
             "loader": {"module": loader.__name__, "version": loader.VERSION}, **info}
     return arrays, meta
-
-
-def run_prepare(dataset: str, source_json: str, npz_path: str, log_path: str | None) -> None:
-    log = get_logger(log_path, f"data/{dataset}:prepare")
-    start = time.perf_counter()
-    try:
-        arrays, meta = prepare(dataset, Path(source_json).parent, log.info)
-    except DataError as exc:
-        log.error("%s", exc)
-        raise SystemExit(1) from None
-    for name, arr in arrays.items():
-        log.info("  %s: %s %s", name, arr.dtype, arr.shape)
-    save_prepared(npz_path, arrays, meta)
-    log.info("%s%s: counts %s; wrote %s in %.1f s", dataset, " (SYNTHETIC STAND-IN)" * meta["standin"], meta["counts"],
-             npz_path, time.perf_counter() - start)

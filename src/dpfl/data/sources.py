@@ -32,7 +32,7 @@ from typing import Callable
 
 from dpfl.data import checks
 from dpfl.data.common import DataError, gzip_writer, sha256_file, sha256_gzip_content, standin_seed
-from dpfl.stages.common import write_json
+from dpfl.io import write_json
 
 TIMEOUT_SECONDS = 60  # per blocking network operation (connect, each read)
 PROGRESS_SECONDS = 10  # a progress line at most this often during a long transfer

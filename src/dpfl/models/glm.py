@@ -3,6 +3,11 @@
 Parameters are always shaped (..., d, C): C = 1 for logistic and linear regression, C = classes for
 softmax regression. A per-example gradient is the outer product x ⊗ r(x) of the features and a
 "residual" r ∈ R^C, so its norm is ‖x‖·‖r‖ and clipping needs no gradient materialized (lowy2023 §8).
+
+Two twins of the same maths: the numpy methods (`residual`, `loss`, `grad`, `hessian`, ...) are the reference
+used by Newton's method and the tests; the torch methods (`residual_t`, `example_loss_t`, `mean_loss_t`) run in
+the training loops on any device. `module()` gives the model as a torch module for `torch.func.functional_call`
+(the generic per-example gradient path of dpfl.fl.grads, checked against the closed form in the tests).
 """
 
 from __future__ import annotations
@@ -76,6 +81,54 @@ class GLM:
         B = (X[:, :, None] * A.reshape(n, 1, C * C)).reshape(n, d * C * C)
         H = (B.T @ X / n).reshape(d, C, C, d)  # one matrix product: H[d, c, e, f] = Σ_n x_d A_ce x_f / n
         return H.transpose(0, 1, 3, 2).reshape(d * C, d * C)
+
+    # ---- torch twins (the hot loops) ------------------------------------------------------------------
+
+    def residual_t(self, scores, y):
+        """Torch twin of `residual`: scores (..., C), y (...) -> (..., C)."""
+        import torch
+
+        if self.kind == "logistic":
+            return torch.sigmoid(torch.clamp(scores, -15.0, 15.0)) - y[..., None]
+        if self.kind == "linear":
+            return scores - y[..., None]
+        onehot = torch.nn.functional.one_hot(y.long(), self.classes).to(scores.dtype)
+        return torch.softmax(scores, dim=-1) - onehot
+
+    def example_loss_t(self, scores, y):
+        """Torch twin of `example_loss`: scores (..., C), y (...) -> (...)."""
+        import torch
+
+        if self.kind == "logistic":  # labels are 0/1: one log per entry, p = s or 1 − s
+            s = torch.sigmoid(torch.clamp(scores[..., 0], -15.0, 15.0))
+            return -torch.log(1e-12 + torch.where(y > 0.5, s, 1 - s))
+        if self.kind == "linear":
+            return 0.5 * (y - scores[..., 0]) ** 2
+        return -torch.gather(torch.log_softmax(scores, dim=-1), -1, y.long()[..., None])[..., 0]
+
+    def mean_loss_t(self, X, y, W):
+        """Mean loss over the rows of X (n, d) for every parameter set of a batch of runs W (reps, d, G, C)
+        -> (reps, G), as one matrix product (it runs every few rounds on all training rows)."""
+        reps, d, G, C = W.shape
+        scores = (X @ W.permute(1, 0, 2, 3).reshape(d, -1)).reshape(len(X), reps * G, C)
+        loss = self.example_loss_t(scores, y[:, None].expand(-1, reps * G))
+        return loss.mean(dim=0).reshape(reps, G)
+
+    def module(self, dim: int):
+        """The model as a torch module (scores = x @ weight, weight (d, C)), for functional_call/grad/vmap."""
+        import torch
+
+        model = self
+
+        class _GLMModule(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = torch.nn.Parameter(torch.zeros(dim, model.out_dim, dtype=torch.float64))
+
+            def forward(self, x):
+                return x @ self.weight
+
+        return _GLMModule()
 
     def predict_error(self, X: np.ndarray, y: np.ndarray, W: np.ndarray) -> np.ndarray:
         """Misclassification rate (logistic: predict 1 iff sigmoid > 0.5; softmax: argmax) -> (...)."""

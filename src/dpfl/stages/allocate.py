@@ -1,5 +1,6 @@
-"""Stage `allocate`: a fixed arrangement of a prepared dataset (e.g. the lowy2023 MNIST silo pool),
-computed once and shared by every figure that uses it -> data/allocations/<dataset>/<name>.npz."""
+"""Stage `allocate`: a configured arrangement of a prepared dataset (a paper's `allocations:` entry, e.g. the
+lowy2023 MNIST silo pool), computed once and shared by every figure that uses it
+-> data/allocations/<dataset>/<name>.npz."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ import time
 import numpy as np
 
 from dpfl.data import load_prepared
-from dpfl.stages.common import atomic_path, get_logger, resolve
+from dpfl.io import atomic_path, get_logger, resolve
+from dpfl.papers import ALLOCATION_KINDS
 
 
-def run_allocate(name: str, function: str, prepared_path: str, out_path: str, log_path: str | None) -> None:
+def run_allocate(name: str, entry: dict, prepared_path: str, out_path: str, log_path: str | None) -> None:
+    """`entry` = the allocation's YAML entry {dataset, kind, params}."""
     log = get_logger(log_path, f"allocate/{name}")
     start = time.perf_counter()
     arrays, meta = load_prepared(prepared_path)
-    out = resolve(function)(arrays, log.info)
-    out["meta"] = np.array(json.dumps({"allocation": name, "function": function, "dataset_meta": meta}))
+    function = ALLOCATION_KINDS[entry["kind"]].function
+    out = resolve(function)(arrays, entry["params"], log.info)
+    out["meta"] = np.array(json.dumps({"allocation": name, **entry, "function": function, "dataset_meta": meta}))
     with atomic_path(out_path) as tmp:
         with open(tmp, "wb") as fh:
             np.savez_compressed(fh, **out)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dpfl import claims as claims_mod
 from dpfl import tidy
-from dpfl.stages.common import get_logger, write_json
+from dpfl.io import get_logger, write_json
 
 
 def run_claims(paper: str, figure: str, claims: list, csv_path: str, sidecar_path: str, out_path: str,

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from dpfl import tidy
-from dpfl.plotting import common
-from dpfl.stages.common import atomic_path, get_logger, resolve, write_json
+from dpfl import plotting as common
+from dpfl.io import atomic_path, get_logger, resolve, write_json
 
 
 def run_plot(paper: str, figure: str, spec: dict, csv_path: str, meta_path: str, outputs: dict,

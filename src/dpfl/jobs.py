@@ -1,0 +1,65 @@
+"""The job of one cell, built in one place from the configuration (used by the Snakemake rule and by the
+benchmark, so both run exactly the same thing)."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass
+
+from dpfl.papers import FIGURES
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """Everything a cell computes from (besides its input files). Every field is part of the rule's params, so
+    editing any of them reruns the cell; `params` and `settings` hold only what this cell uses."""
+
+    paper: str
+    figure: str
+    cell: str
+    mode: str  # none | authors-code (only a label here: the mode's effect is already merged into params)
+    scale: str
+    seed: int
+    threads: int
+    device: str  # auto | cpu | cuda
+    params: dict  # the figure's params in this mode, reduced to what the cell uses
+    settings: dict  # paper-level settings the cell uses (e.g. noise_calibration)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def layout(paper: str, figure: str):
+    """The import-light module that says which cells an experiment figure has and what they need."""
+    fdef = FIGURES[(paper, figure)]
+    if fdef.layout is None:
+        raise ValueError(f"{paper}/{figure} is an analytic figure: it has no cells")
+    return importlib.import_module(fdef.layout)
+
+
+def cell_ids(cfg, paper: str, figure: str, mode: str) -> list[str]:
+    if FIGURES[(paper, figure)].layout is None:
+        return []
+    return list(layout(paper, figure).cells(cfg.figure_params(paper, figure, mode)))
+
+
+def needs(cfg, paper: str, figure: str, mode: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(prepared datasets, allocation names) the figure's cells read."""
+    if FIGURES[(paper, figure)].layout is None:
+        return (), ()
+    return layout(paper, figure).needs(cfg.figure_params(paper, figure, mode))
+
+
+def build_cell_job(cfg, paper: str, figure: str, cell: str, mode: str, **overrides) -> CellJob:
+    """The job of one cell from the resolved configuration `cfg` (dpfl.config.ProjectConfig); `overrides` replace
+    fields (the benchmark sets e.g. trials through params)."""
+    known = cell_ids(cfg, paper, figure, mode)
+    if cell not in known:
+        raise ValueError(f"{paper}/{figure} has no cell {cell!r}; cells: {', '.join(known)}")
+    params, settings = layout(paper, figure).cell_params(cfg.figure_params(paper, figure, mode),
+                                                         cfg.paper_settings(paper), cell)
+    g = cfg.globals
+    job = dict(paper=paper, figure=figure, cell=cell, mode=mode, scale=g["scale"], seed=g["seed"],
+               threads=g["threads"], device=g["device"], params=params, settings=settings)
+    job.update(overrides)
+    return CellJob(**job)

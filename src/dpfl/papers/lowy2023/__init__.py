@@ -1,0 +1,21 @@
+"""lowy2023 (Lowy & Razaviyayn, ICLR 2023): ISRL-DP MB-SGD vs Local SGD, Figs 4–9 (spec/lowy2023.md).
+
+Modules: `methods` (the four methods: update, draws, accounting), `isrl` (their vectorized update rules),
+`split` (data: the MNIST silo pool, per-trial silos), `layout` (cells and inputs of a figure), `cell` (one cell:
+tuning over the grid for every trial), `table` (the figure table), `plot` (drawing).
+"""
+
+from dpfl.figure import AllocationKind, FigureDef
+
+FIGURES = {
+    fig: FigureDef(table="dpfl.papers.lowy2023.table:aggregate", plot="dpfl.papers.lowy2023.plot:figure",
+                   markdown="dpfl.papers.lowy2023.plot:diagnostics_markdown", kind="experiment", has_compat=True,
+                   layout="dpfl.papers.lowy2023.layout", cell="dpfl.papers.lowy2023.cell:run_cell")
+    for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9")
+}
+
+ALLOCATION_KINDS = {
+    "even_odd_pairs": AllocationKind(function="dpfl.papers.lowy2023.split:even_odd_pairs", datasets=("mnist",)),
+}
+
+METHODS_MODULE = "dpfl.papers.lowy2023.methods"

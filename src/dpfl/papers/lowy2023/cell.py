@@ -1,0 +1,197 @@
+"""lowy2023: one cell = one method on one panel over all trials (spec §5). For every trial and ε the cell tunes the
+method's grid (step size, and clip bound for insurance) and records the test value at the chosen grid point.
+Every grid point × ε × repetition of a trial runs in one vectorized call (dpfl.papers.lowy2023.isrl on the
+dpfl.fl engine).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from dpfl.fl.device import resolve_device
+from dpfl.models.glm import GLM, newton_optimum
+from dpfl.papers.lowy2023.isrl import Grid, Settings, SiloData
+from dpfl.papers.lowy2023.methods import BY_ID, IsrlMethod
+from dpfl.papers.lowy2023.split import trial_data
+from dpfl.privacy.calibration import noise_level
+from dpfl.seeds import rng_for
+
+EXPERIMENTS = {
+    # the model trained on each experiment's data, and the test metric of its figures (spec §2)
+    "mnist": {"model": GLM("logistic"), "metric": "test_error"},
+    "insurance": {"model": GLM("linear"), "metric": "relative_rmse"},
+    "obesity": {"model": GLM("softmax", classes=7), "metric": "test_error"},
+}
+
+
+@dataclass(frozen=True)
+class Streams:
+    """The named random streams of a lowy2023 cell. Decision (written once, here): a trial's data split and υ*²
+    bootstrap depend on (experiment, N, trial) only, so every figure and method on the same data sees the same
+    trial splits; the optimization draws (silo subsets, batches, noise) depend on (figure, panel, method, trial,
+    repetition)."""
+
+    seed: int
+    experiment: str
+    n_silos: int
+    figure: str
+    panel: str
+    method: str
+
+    def trial(self, t: int) -> np.random.Generator:
+        return rng_for(self.seed, "lowy2023", self.experiment, f"N{self.n_silos}", "trial", t)
+
+    def fixed_split(self) -> np.random.Generator:
+        """The split positions the authors' MNIST code fixes across trials (Q4)."""
+        return rng_for(self.seed, "lowy2023", self.experiment, "fixed-split")
+
+    def upsilon(self, t: int) -> np.random.Generator:
+        return rng_for(self.seed, "lowy2023", self.experiment, f"N{self.n_silos}", "upsilon", t)
+
+    def rep(self, t: int, r: int) -> np.random.Generator:
+        return rng_for(self.seed, "lowy2023", self.figure, self.panel, self.method, "trial", t, "rep", r)
+
+
+def _log_grid(g: dict) -> np.ndarray:
+    """exp(linspace(start, stop, num)), keeping the first `first` points if given."""
+    return np.exp(np.linspace(g["start"], g["stop"], g["num"]))[: g.get("first")]
+
+
+def local_steps(p: dict, n_for_K: int) -> int:
+    """K = ⌊n·sqrt(ε_max/(4R))⌋ (spec §3 E), at least 1."""
+    return max(1, int(math.floor(n_for_K * math.sqrt(max(p["epsilons"]) / (4 * p["rounds"])))))
+
+
+def step_grid(p: dict, method: IsrlMethod, M: int, K: int) -> np.ndarray:
+    """The method's step sizes: its own grid if the YAML has one, else its update's. The YAML grids are the
+    authors'; `mb_step_scale` rescales MB-SGD's grid (× M where the server averages instead of summing, × K where
+    silos average their batch instead of summing it: spec §5), so that it searches the same effective steps as
+    the authors' code (their code sums, so `authors_code` sets mb_step_scale: null)."""
+    grids = p["step_grids"]
+    grid = _log_grid(grids.get(method.id) or grids[method.update])
+    if method.update == "minibatch":
+        grid = grid * {"silos_per_round": M, "local": K, None: 1}[p.get("mb_step_scale")]
+    return grid
+
+
+def load_source(params: dict, inputs: dict) -> dict:
+    """The arrays a cell trains on: the MNIST silo pool (allocation) or the prepared table."""
+    from dpfl.data import load_prepared
+
+    if params["experiment"] == "mnist":
+        return load_prepared(inputs["allocations"]["lowy2023-mnist-pairs"])[0]
+    return load_prepared(inputs["prepared"][params["experiment"]])[0]
+
+
+def run_cell(job, inputs: dict, log) -> pd.DataFrame:
+    """Tune and evaluate one method on one panel for every trial (spec §5). `job` is a dpfl.jobs.CellJob whose
+    cell id is "<panel>-<method>". Returns one row per (trial, ε) with the chosen grid point and its test value
+    (non-private methods: ε = NaN)."""
+    import torch
+
+    torch.set_num_threads(int(job.threads))
+    device = resolve_device(job.device)
+    p = {"noise_calibration": None, **job.params, **job.settings}
+    impl = p["implementation"]
+    panel_id, method_id = job.cell.split("-", 1)
+    method = BY_ID[method_id]
+    panel = next(q for q in p["panels"] if q["id"] == panel_id)
+    experiment = p["experiment"]
+    model, metric = EXPERIMENTS[experiment]["model"], EXPERIMENTS[experiment]["metric"]
+    N, M, R = panel["n_silos"], panel["silos_per_round"], p["rounds"]
+    streams = Streams(job.seed, experiment, N, job.figure, panel["id"], method.id)
+    source = load_source(p, inputs)
+    eps_grid = np.asarray(p["epsilons"], float) if method.private else np.array([np.nan])
+    clips = np.asarray(p["clips"], float) if p.get("clips") else None
+    rows = []
+    for trial in range(p["trials"]):
+        data = trial_data(experiment, source, N, streams.trial(trial), impl, fixed_rng=streams.fixed_split())
+        K = local_steps(p, data.n_for_K)
+        settings = Settings(rounds=R, silos_per_round=M, local=K, average_last=p["average_last"],
+                            divergence_threshold=p["divergence"]["threshold"], **method.settings_overrides(impl))
+        W_star, F_star, newton_iters, newton_ok = newton_optimum(model, data.train.pooled_X, data.train.pooled_y)
+        ups_rng = streams.upsilon(trial)
+        bootstrap = impl["upsilon_bootstrap"]
+        ups2 = float(np.mean([np.sum(model.grad(*_silo_rows(data.train, s, bootstrap, ups_rng), W_star) ** 2)
+                              for s in range(data.train.n_silos)]))
+        steps = step_grid(p, method, M, K)
+        clip_values = clips if clips is not None else np.array([np.nan])
+        # configs: ε (outer) × step × clip (inner)
+        E, S_, C_ = np.meshgrid(np.arange(len(eps_grid)), np.arange(len(steps)), np.arange(len(clip_values)), indexing="ij")
+        E, S_, C_ = E.ravel(), S_.ravel(), C_.ravel()
+        eta = steps[S_]
+        if clips is not None:
+            L_cfg = clip_values[C_]  # insurance: the clip bound is the Lipschitz bound L = C
+            clip_cfg = L_cfg
+        else:
+            L_cfg = np.full(len(E), data.lipschitz)
+            # the private methods clip every per-example gradient at L (a no-op on these data that makes the
+            # sensitivity bound unconditional); the authors' code does not (clip_at_lipschitz: false)
+            clip_cfg = L_cfg if method.private and impl["clip_at_lipschitz"] else np.full(len(E), np.inf)
+        noise = np.zeros((len(E), N))
+        diag = []
+        if method.private:
+            for e_i, eps in enumerate(eps_grid):
+                for n_s in np.unique(data.train.counts):
+                    # Q8: the authors' noisy Local SGD on insurance uses n = ⌈1338/N⌉ (and δ = 1/n²)
+                    n_noise = data.n_for_K if method.update == "local" and impl["local_noise_n"] == "share" else n_s
+                    acc = method.accounting(n=int(n_noise), K=K, R=R)
+                    z = noise_level(acc, float(eps), method.paper_multiplier(int(n_noise), K, R, float(eps)),
+                                    p["noise_calibration"])
+                    diag.append({**z.as_dict(), "eps": eps})
+                    silos = data.train.counts == n_s
+                    sel = E == e_i
+                    noise[np.ix_(sel, silos)] = method.noise_std(z.z_used, L_cfg[sel])[:, None]
+        grid = Grid(eta=eta, clip=clip_cfg, noise_std=noise)
+        reps = p["reps"]
+        rngs = [streams.rep(trial, r) for r in range(reps)]
+        draws = method.draws(rngs, data.train, settings, model.out_dim, impl)
+        res = method.run(model, data.train, settings, grid, draws, reps, device=device)
+        with np.errstate(all="ignore"):
+            if metric == "test_error":
+                test = model.predict_error(data.X_test, data.y_test, res.W)
+            else:
+                test = np.sqrt(model.mse(data.X_test, data.y_test, res.W) / data.naive_mse)
+        score = res.train_loss - (F_star if p["score"] == "excess_loss" else 0.0)
+        penalty = p["divergence"]["penalty"]
+        score = np.where(res.diverged, penalty, score)
+        test = np.where(res.diverged, penalty, test)
+        mean_score, mean_test = score.mean(axis=0), test.mean(axis=0)
+        for e_i, eps in enumerate(eps_grid):
+            sel = np.flatnonzero(E == e_i)
+            best = sel[int(np.argmin(mean_score[sel]))]
+            d_eps = [d for d in diag if d["eps"] == eps]
+            rows.append({
+                "trial": trial, "algorithm": method.id, "label": method.label, "private": method.private,
+                "panel": panel["id"], "eps": eps,
+                "test": float(mean_test[best]), "score": float(mean_score[best]), "step": float(eta[best]),
+                "clip": float(clip_values[C_[best]]), "diverged_reps": int(res.diverged[:, best].sum()),
+                "diverged_share_grid": float(res.diverged[:, sel].mean()), "grid_edge": _edge(S_[best], len(steps)),
+                "K": K, "n_silos": N, "silos_per_round": M, "rounds": R, "upsilon2": ups2, "F_star": F_star,
+                "newton_iterations": newton_iters, "newton_converged": newton_ok,
+                "L": float(data.lipschitz) if clips is None else float(clip_values[C_[best]]),
+                "z_used": min((d["z_used"] for d in d_eps), default=np.nan),
+                "z_paper": min((d["z_paper"] for d in d_eps), default=np.nan),
+                "eps_certified": max((d["eps_certified"] for d in d_eps), default=np.nan),
+                "eps_certified_paper_noise": max((d["eps_certified_paper"] for d in d_eps), default=np.nan),
+                "n_train_min": int(data.train.counts.min()), "n_test": len(data.y_test),
+            })
+        log(f"{panel['id']}/{method.id} trial {trial + 1}/{p['trials']}: K = {K}, υ*² = {ups2:.3g}, "
+            + ", ".join(f"ε={r['eps']:g}: {r['test']:.4g}" for r in rows[-len(eps_grid):]))
+    return pd.DataFrame(rows)
+
+
+def _silo_rows(data: SiloData, s: int, bootstrap: bool, rng: np.random.Generator):
+    """A silo's training rows; for the authors' υ*² estimate (Q6), n rows drawn with replacement."""
+    c = int(data.counts[s])
+    idx = rng.integers(0, c, c) if bootstrap else np.arange(c)
+    return data.X[s, idx], data.y[s, idx]
+
+
+def _edge(index: int, size: int) -> str:
+    """Whether the chosen step lies on the edge of its grid (a hint that the grid is too narrow)."""
+    return "low" if index == 0 else ("high" if index == size - 1 else "")

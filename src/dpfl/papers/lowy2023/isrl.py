@@ -1,0 +1,233 @@
+"""Minibatch SGD and Local SGD for cross-silo FL, with and without ISRL-DP noise (lowy2023 §3).
+
+One implementation serves all four algorithms of the paper: the noisy variants are the plain ones with
+a noise standard deviation > 0. Everything is vectorized over
+  reps    independent repetitions (each with its own random stream), and
+  configs grid points (step size, clip bound, noise level) that share each repetition's random draws
+          ("common random numbers": every run is exactly the algorithm; runs at different grid points
+          are merely correlated, which makes the tuning comparison less noisy and saves most of the
+          cost of drawing Gaussian noise),
+and over the participating silos of a round. Gradients are closed-form GLM gradients (dpfl.models.glm, torch
+twins); the round loop, iterate averaging and divergence freeze are the shared engine's (dpfl.fl.engine), and all
+tensors live on the `device` given (CPU or CUDA).
+
+Randomness is drawn per round by `minibatch_draws` / `local_draws` (numpy, so every device sees the same draws)
+and passed in, so a plain-loop reference (tests/) can consume exactly the same draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+
+from dpfl.fl.data import SiloData
+from dpfl.fl.engine import Result, Tracker, run_rounds
+from dpfl.models.glm import GLM
+
+
+@dataclass
+class Settings:
+    """Shared by all grid points of one call.
+
+    rounds R; silos_per_round M; local K (minibatch size for MB-SGD, local steps for Local SGD);
+    aggregation "mean" (paper) or "sum" (authors' code, MB-SGD); average_last: the output is the mean
+    of the last `average_last` iterates (8 for MNIST/insurance, 1 = last iterate for obesity);
+    divergence_threshold: every `check_every` rounds, a config whose training loss at the averaged
+    iterate exceeds it is declared diverged and frozen (None: never).
+
+    MB-SGD variants of the authors' code (lowy2023 spec §9; the defaults are the paper's algorithm):
+    clip: "example" (per-example clipping) | "batch_mean" (clip the batch-mean gradient, Q7) |
+    "batch_mean_other" (the clip factor of an independent second batch applied to the batch mean,
+    Q7's non-private MB-SGD); batch: "mean" | "sum" (the silo sends its batch-gradient sum, Q9);
+    noise_at: "silo" (every silo perturbs its message) | "server" (one draw added to the average, Q9)."""
+
+    rounds: int
+    silos_per_round: int
+    local: int
+    aggregation: str = "mean"
+    average_last: int = 8
+    divergence_threshold: float | None = None
+    check_every: int = 5
+    clip: str = "example"
+    batch: str = "mean"
+    noise_at: str = "silo"
+
+
+@dataclass
+class Grid:
+    """Per-config values (G configs): step size eta (G,), clip bound (G,) (np.inf = no clipping), and
+    noise std (G, N) per silo. For MB-SGD the std is that of the Gaussian added to a silo's gradient SUM
+    over its batch (the message is (sum + noise)/K); for Local SGD it is the std added to every step's
+    gradient."""
+
+    eta: np.ndarray
+    clip: np.ndarray
+    noise_std: np.ndarray
+
+
+# --------------------------------------------------------------------------------------------------
+# random draws (one dict per round, arrays stacked over reps)
+# --------------------------------------------------------------------------------------------------
+
+
+def _subsets(rngs, n_silos: int, m: int) -> np.ndarray:
+    return np.stack([rng.permutation(n_silos)[:m] for rng in rngs])
+
+
+def minibatch_draws(rngs: list[np.random.Generator], data: SiloData, settings: Settings, out_dim: int,
+                    replace: bool = False, noise: bool = True) -> Iterator[dict]:
+    """Per round: silos S (reps, M), batch indices B (reps, M, K) into each silo's rows (without
+    replacement by default), standard-normal noise Z (reps, M, d, C)."""
+    N, d, K, M = data.n_silos, data.dim, settings.local, settings.silos_per_round
+
+    def batches(S):
+        return np.stack([
+            np.stack([rng.choice(data.counts[s], K, replace=replace) for s in S[i]]) for i, rng in enumerate(rngs)
+        ])
+
+    for _ in range(settings.rounds):
+        S = _subsets(rngs, N, M)
+        draw = {"S": S, "B": batches(S)}
+        if settings.clip == "batch_mean_other":
+            draw["B2"] = batches(S)  # the independent batch whose mean sets the clip factor
+        shape = (M, d, out_dim) if settings.noise_at == "silo" else (1, d, out_dim)
+        draw["Z"] = np.stack([rng.standard_normal(shape) for rng in rngs]) if noise else None
+        yield draw
+
+
+def local_draws(rngs: list[np.random.Generator], data: SiloData, settings: Settings, out_dim: int,
+                noise: bool = True) -> Iterator[dict]:
+    """Per round: silos S (reps, M), sample indices J (reps, K, M) drawn uniformly from each silo's rows,
+    standard-normal noise Z (reps, K, M, d, C), one per local step."""
+    N, d, K, M = data.n_silos, data.dim, settings.local, settings.silos_per_round
+    for _ in range(settings.rounds):
+        S = _subsets(rngs, N, M)
+        J = np.stack([
+            np.floor(rng.random((K, M)) * data.counts[S[i]]).astype(np.int64) for i, rng in enumerate(rngs)
+        ])
+        Z = np.stack([rng.standard_normal((K, M, d, out_dim)) for rng in rngs]) if noise else None
+        yield {"S": S, "J": J, "Z": Z}
+
+
+# --------------------------------------------------------------------------------------------------
+# the algorithms
+# --------------------------------------------------------------------------------------------------
+
+
+def _clip_factor(x_norm, res, clip):
+    """min(1, C / ‖x ⊗ r‖) with ‖x ⊗ r‖ = ‖x‖·‖r‖ (torch; res (..., G, C), x_norm and clip broadcast).
+    A zero gradient gives C/0 = inf, clamped to 1."""
+    norm = x_norm * (res.abs()[..., 0] if res.shape[-1] == 1 else torch.linalg.vector_norm(res, dim=-1))
+    return (clip / norm).clamp_(max=1.0)
+
+
+def _tracker(model: GLM, data: SiloData, settings: Settings, W0: torch.Tensor) -> Tracker:
+    """The engine's tracker with the pooled training loss of this data."""
+    X = torch.from_numpy(data.pooled_X).to(W0.device)
+    y = torch.from_numpy(data.pooled_y.astype(float)).to(W0.device)
+    return Tracker(W0, lambda W: model.mean_loss_t(X, y, W), average_last=settings.average_last,
+                   divergence_threshold=settings.divergence_threshold, check_every=settings.check_every,
+                   max_loss=model.max_loss)
+
+
+def _tensor(a, device):
+    return torch.from_numpy(np.asarray(a)).to(device)
+
+
+def minibatch_sgd(model: GLM, data: SiloData, settings: Settings, grid: Grid, draws: Iterable[dict],
+                  reps: int, device=None) -> Result:
+    """(ISRL-DP) MB-SGD. Each round, each of M silos sends g̃_s = (1/K)[Σ_{j∈B_s} clip(∇f(w; x_j)) + σ_s·Z_s];
+    the server sets w ← w − η·mean_s g̃_s (or the sum, `aggregation: sum`).
+
+    Layout: parameters (reps, d, G·C), so scores and gradient sums are batched matrix products."""
+    device = device or torch.device("cpu")
+    d, C, G, M, K = data.dim, model.out_dim, len(grid.eta), settings.silos_per_round, settings.local
+    X, y, norms = (_tensor(a, device) for a in (data.X, data.y.astype(float), data.norms))
+    W0 = torch.zeros((reps, d, G, C), dtype=torch.float64, device=device)
+    eta = _tensor(grid.eta, device)[:, None]
+    clip = _tensor(grid.clip, device)
+    noise_std = _tensor(grid.noise_std, device)
+    noisy = bool(np.any(grid.noise_std != 0))
+
+    def batch_gradients(W, S, B, per_example_clip: bool):
+        """Σ over the batch of (clipped) per-example gradients at W: (reps, M, d, G, C)."""
+        Xb = X[S[..., None], B]  # (reps, M, K, d)
+        scores = (Xb.reshape(reps, M * K, d) @ W.reshape(reps, d, G * C)).reshape(reps, M, K, G, C)
+        res = model.residual_t(scores, y[S[..., None], B][..., None])
+        if per_example_clip:
+            res = res * _clip_factor(norms[S[..., None], B][..., None], res, clip)[..., None]
+        return (Xb.transpose(-1, -2) @ res.reshape(reps, M, K, G * C)).reshape(reps, M, d, G, C)
+
+    def mean_clip_factor(gsum):
+        """min(1, C/‖batch mean‖) per (rep, silo, config), the norm over all parameters."""
+        norm = torch.linalg.vector_norm((gsum / K).permute(0, 1, 3, 2, 4).reshape(reps, M, G, d * C), dim=-1)
+        return (clip / norm).clamp_(max=1.0)[:, :, None, :, None]
+
+    def round_fn(W, dr):
+        S, B = _tensor(dr["S"], device), _tensor(dr["B"], device)
+        gsum = batch_gradients(W, S, B, settings.clip == "example")
+        if settings.clip == "batch_mean":
+            gsum = gsum * mean_clip_factor(gsum)
+        elif settings.clip == "batch_mean_other":
+            gsum = gsum * mean_clip_factor(batch_gradients(W, S, _tensor(dr["B2"], device), False))
+        if dr.get("Z") is not None and noisy and settings.noise_at == "silo":
+            std = noise_std[:, S].permute(1, 2, 0)  # (reps, M, G)
+            gsum = gsum + std[:, :, None, :, None] * _tensor(dr["Z"], device)[:, :, :, None, :]
+        msg = gsum / K if settings.batch == "mean" else gsum
+        agg = msg.mean(dim=1) if settings.aggregation == "mean" else msg.sum(dim=1)  # (reps, d, G, C)
+        if dr.get("Z") is not None and noisy and settings.noise_at == "server":
+            # one draw on the average, with the std of a silo's mean-gradient noise (silo 0's: equal sizes)
+            agg = agg + (noise_std[:, 0] / K)[None, None, :, None] * _tensor(dr["Z"], device)[:, 0, :, None, :]
+        return W - eta * agg
+
+    return run_rounds(W0, round_fn, draws, _tracker(model, data, settings, W0))
+
+
+def local_sgd(model: GLM, data: SiloData, settings: Settings, grid: Grid, draws: Iterable[dict],
+              reps: int, device=None) -> Result:
+    """(ISRL-DP) Local SGD. Each round, each of M silos starts from w and takes K steps
+    v ← v − η(clip(∇f(v; x_j)) + σ_s·Z) on single records j; the server averages the M local models.
+
+    The noise is the same standard-normal draw for every config, scaled by a = η·σ, so a silo's local
+    model is v = u − a·s with s = Σ Z its (shared) noise walk and u the rest: the per-config work of
+    a step is one score and one rank-1 update, both batched matrix products (layout (reps·M, d, G·C)).
+    This is an exact rewriting of the update, not an approximation."""
+    device = device or torch.device("cpu")
+    d, C, G, M = data.dim, model.out_dim, len(grid.eta), settings.silos_per_round
+    # features, label and feature norm of every record side by side: one gather per local step
+    table = _tensor(np.concatenate([data.X, data.y.astype(float)[..., None], data.norms[..., None]], axis=-1), device)
+    eta = _tensor(grid.eta, device)[:, None]  # (G, 1)
+    clip = _tensor(grid.clip, device)
+    noise_std = _tensor(grid.noise_std, device)
+    any_noise = bool(np.any(grid.noise_std != 0))
+    W0 = torch.zeros((reps, d, G, C), dtype=torch.float64, device=device)
+
+    def round_fn(W, dr):
+        S, J = _tensor(dr["S"], device), _tensor(dr["J"], device)
+        noisy = dr.get("Z") is not None and any_noise
+        U = W[:, None].expand(reps, M, d, G, C).reshape(reps * M, d, G * C).clone()
+        if noisy:
+            Z = _tensor(dr["Z"], device)  # (reps, K, M, d, C)
+            walk = torch.zeros((reps * M, d, C), dtype=torch.float64, device=device)
+            a = (noise_std[:, S].permute(1, 2, 0) * eta[:, 0]).reshape(reps * M, G)  # η_g σ_{g,s}
+        for k in range(J.shape[1]):
+            rows = table[S, J[:, k]].reshape(reps * M, d + 2)
+            x = rows[:, None, :d]
+            scores = (x @ U).reshape(reps * M, G, C)
+            if noisy:
+                scores = scores - a[..., None] * (x @ walk).reshape(reps * M, 1, C)
+            res = model.residual_t(scores, rows[:, d : d + 1])
+            res = res * _clip_factor(rows[:, d + 1 : d + 2], res, clip)[..., None]
+            coef = (res * eta[None]).reshape(reps * M, 1, G * C)
+            U.baddbmm_(x.transpose(1, 2), coef, alpha=-1.0)
+            if noisy:
+                walk += Z[:, k].reshape(reps * M, d, C)
+        V = U.reshape(reps * M, d, G, C)
+        if noisy:
+            V = V - a[:, None, :, None] * walk[:, :, None, :]
+        return V.reshape(reps, M, d, G, C).mean(dim=1)
+
+    return run_rounds(W0, round_fn, draws, _tracker(model, data, settings, W0))

@@ -1,0 +1,31 @@
+"""The shape of a lowy2023 figure, read when the DAG is built: its cells (one per panel and method), the data
+they need, and the part of the params each cell uses."""
+
+from __future__ import annotations
+
+from dpfl.papers.lowy2023.methods import BY_ID, METHODS
+
+
+def cells(params: dict) -> list[str]:
+    """One cell per (panel, method): "<panel>-<method>"."""
+    return [f"{panel['id']}-{m.id}" for panel in params["panels"] for m in METHODS]
+
+
+def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(prepared datasets, allocations): MNIST runs on the PCA (even, odd) silo pool (allocation
+    `lowy2023-mnist-pairs` in config/papers/lowy2023.yaml); insurance and obesity on the prepared tables."""
+    if params["experiment"] == "mnist":
+        return ("mnist",), ("lowy2023-mnist-pairs",)
+    return (params["experiment"],), ()
+
+
+def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
+    """What one cell depends on, and nothing more: its panel, its method's step grid, and the noise settings only
+    if it is private. So editing one method's grid (or one panel) in the YAML reruns exactly the cells that use it."""
+    panel_id, method_id = cell.split("-", 1)
+    method = BY_ID[method_id]
+    grids = params["step_grids"]
+    grid_key = method.id if method.id in grids else method.update
+    own = {**params, "panels": [p for p in params["panels"] if p["id"] == panel_id],
+           "step_grids": {grid_key: grids[grid_key]}}
+    return own, (paper_settings if method.private else {})

@@ -1,0 +1,58 @@
+"""Plots of lowy2023 Figs 4-9: test metric vs nominal ε, one curve per method, one axis per panel. Reads only the
+figure table: methods, labels and colours come from its rows (in the method registry's order), and a method is
+drawn as private (solid line) when the table has a certified ε for it."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from dpfl.plotting import PALETTE
+
+
+def _methods(df) -> dict:
+    """method id -> (label, colour, private), in the order of the table."""
+    out = {}
+    for i, (alg, d) in enumerate(df.groupby("algorithm", sort=False)):
+        out[alg] = (d["curve"].iloc[0], PALETTE[i % len(PALETTE)], bool(d["eps_certified"].notna().any()))
+    return out
+
+
+def figure(df, spec, meta):
+    panels = list(dict.fromkeys(df["panel"]))
+    ncol = min(len(panels), 3)
+    nrow = int(np.ceil(len(panels) / ncol))
+    size = spec["plot"].get("figsize") or [4.6 * ncol, 3.6 * nrow]
+    fig, axes = plt.subplots(nrow, ncol, figsize=size, layout="constrained", squeeze=False)
+    trials = int(df["trials"].max())
+    methods = _methods(df)
+    for ax, panel in zip(axes.ravel(), panels):
+        d = df[df["panel"] == panel]
+        for alg, (label, color, private) in methods.items():
+            c = d[d["algorithm"] == alg].sort_values("x")
+            if c.empty:
+                continue
+            yerr = [c["y"] - c["y_lo"], c["y_hi"] - c["y"]]
+            ax.errorbar(c["x"], c["y"], yerr=yerr if (c["y_hi"] > c["y_lo"]).any() else None, marker="o", ms=3,
+                        color=color, capsize=4, label=label, ls="-" if private else "--")
+        row = d.iloc[0]
+        ax.set_title(f"N = {int(row['n_silos'])}, M = {int(row['silos_per_round'])}, K = {int(row['K'])}, "
+                     f"υ*² = {row['upsilon2']:.1f}", fontsize=8)
+        ax.set_xlabel("nominal ε (paper's noise formula)")
+        ax.set_ylabel(f"{spec['plot'].get('ylabel', 'test metric')} ({trials} trials)")
+    for ax in axes.ravel()[len(panels):]:
+        ax.axis("off")
+    axes.ravel()[0].legend(fontsize=7)
+    return fig
+
+
+def diagnostics_markdown(df, spec) -> str:
+    """The privacy diagnostics of spec §4: for each ε, the paper-formula noise multiplier, the one an
+    exact accountant calibrates to ε, and the ε the accountant certifies for the noise actually used."""
+    lines = ["Privacy diagnostics (per ε; multipliers z = noise std / replace-one sensitivity 2L; smallest silo):", "",
+             "| panel | algorithm | nominal ε | z (paper formula) | z (accountant, calibrated to ε) | certified ε of the paper-formula noise | certified ε of the noise used |",
+             "|---|---|---|---|---|---|---|"]
+    methods = _methods(df)
+    noisy = df[df["algorithm"].map(lambda a: methods[a][2])].sort_values(["panel", "algorithm", "x"])
+    for _, r in noisy.iterrows():
+        lines.append(f"| {r['panel']} | {r['curve']} | {r['x']:g} | {r['z_paper']:.4g} | "
+                     f"{r['z_accountant']:.4g} | {r['eps_certified_paper_noise']:.4g} | {r['eps_certified']:.4g} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,37 @@
+"""Where every stage reads and writes, spelled once (relative to the project root). The rules
+(workflow/rules/*.smk), the stage runners and the benchmark all build their paths here."""
+
+from __future__ import annotations
+
+MODE_SUBDIR = {"none": "", "authors-code": "authors-code/"}  # the authors-code variant sits beside the default
+REPORT_HTML = "results/report/index.html"
+
+
+def raw_source(dataset: str) -> str:
+    """A dataset's provenance record; its raw files lie beside it."""
+    return f"data/raw/{dataset}/SOURCE.json"
+
+
+def prepared_npz(dataset: str) -> str:
+    return f"data/prepared/{dataset}.npz"
+
+
+def allocation_npz(dataset: str, allocation: str) -> str:
+    """A fixed arrangement of a prepared dataset (silos, users), named in a paper's `allocations:`."""
+    return f"data/allocations/{dataset}/{allocation}.npz"
+
+
+def data_logs(dataset: str) -> str:
+    return f"results/logs/data/{dataset}/"
+
+
+def figure_dir(paper: str, figure: str, mode: str = "none") -> str:
+    return f"results/{paper}/{figure}/{MODE_SUBDIR[mode]}"
+
+
+def figure_logs(paper: str, figure: str, mode: str = "none") -> str:
+    return f"results/logs/{paper}/{figure}/{MODE_SUBDIR[mode]}"
+
+
+def cell_table(paper: str, figure: str, cell: str, mode: str = "none") -> str:
+    return f"{figure_dir(paper, figure, mode)}cells/{cell}.parquet"

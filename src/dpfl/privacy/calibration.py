@@ -1,0 +1,44 @@
+"""Noise calibration, in one place: which noise multiplier z a private method uses at a nominal ε.
+
+Two rules (`noise_calibration` in a paper's YAML):
+  paper       the paper's own noise formula (given by the method as z_paper), whatever ε it certifies;
+  accountant  the smallest z for which the exact accountant (dpfl.privacy.rdp) certifies ε at the method's δ.
+Either way the result records z_paper, the z used and the ε the accountant certifies for both, so every private
+result carries the certified ε beside the nominal one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from dpfl.privacy.rdp import calibrate_noise_multiplier, epsilon
+
+RULES = ("paper", "accountant")
+
+
+@dataclass(frozen=True)
+class NoiseLevel:
+    z_paper: float  # the paper's formula
+    eps_certified_paper: float  # ε the accountant certifies for z_paper
+    z_used: float  # the multiplier the run uses
+    eps_certified: float  # ε the accountant certifies for z_used
+    delta: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def calibrated_multiplier(accounting, eps: float) -> float:
+    """The smallest z whose certified ε (at the accounting's δ and steps) is at most `eps`."""
+    return calibrate_noise_multiplier(accounting.mechanism, float(eps), int(accounting.steps), accounting.delta)
+
+
+def noise_level(accounting, eps: float, z_paper: float, rule: str) -> NoiseLevel:
+    """The multiplier to use at nominal `eps` under `rule`, with the ε certified for it and for the paper's."""
+    if rule not in RULES:
+        raise ValueError(f"noise calibration must be one of {RULES}, got {rule!r}")
+    mech, steps, delta = accounting.mechanism, int(accounting.steps), accounting.delta
+    eps_paper = epsilon(mech, z_paper, steps, delta)
+    z_used = z_paper if rule == "paper" else calibrated_multiplier(accounting, eps)
+    eps_used = eps_paper if z_used == z_paper else epsilon(mech, z_used, steps, delta)
+    return NoiseLevel(z_paper=z_paper, eps_certified_paper=eps_paper, z_used=z_used, eps_certified=eps_used, delta=delta)

@@ -1,0 +1,104 @@
+"""lowy2023 cell pieces: step grids, K, the named random streams and the figure table (aggregate)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfl.papers.lowy2023.cell import Streams, local_steps, step_grid
+from dpfl.papers.lowy2023.methods import BY_ID
+from dpfl.papers.lowy2023.table import aggregate
+from dpfl.seeds import rng_for
+
+GRIDS = {"minibatch": {"start": -2, "stop": 0, "num": 3}, "local": {"start": -4, "stop": -1, "num": 4},
+         "noisy_local_sgd": {"start": -6, "stop": -1, "num": 6, "first": 2}}
+
+
+@pytest.mark.parametrize("scale, factor", [("silos_per_round", 5), ("local", 7), (None, 1)])
+def test_minibatch_grid_is_rescaled_by_m_or_k(scale, factor):
+    p = {"step_grids": GRIDS, "mb_step_scale": scale}
+    got = step_grid(p, BY_ID["noisy_mb_sgd"], M=5, K=7)
+    np.testing.assert_allclose(got, np.exp(np.linspace(-2, 0, 3)) * factor)
+    # Local SGD is never rescaled; a method's own grid wins over its update's, and `first` truncates it
+    np.testing.assert_allclose(step_grid(p, BY_ID["local_sgd"], 5, 7), np.exp(np.linspace(-4, -1, 4)))
+    np.testing.assert_allclose(step_grid(p, BY_ID["noisy_local_sgd"], 5, 7), np.exp(np.linspace(-6, -1, 6))[:2])
+
+
+def test_local_steps_formula():
+    assert local_steps({"epsilons": [0.5, 18], "rounds": 35}, 1238) == int(np.floor(1238 * np.sqrt(18 / 140)))
+    assert local_steps({"epsilons": [1e-9], "rounds": 35}, 10) == 1  # at least one step
+
+
+def test_rng_for_is_deterministic_and_keyed():
+    a, b = rng_for(0, "x", 1).random(3), rng_for(0, "x", 1).random(3)
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, rng_for(0, "x", 2).random(3))
+    assert not np.array_equal(a, rng_for(1, "x", 1).random(3))
+    assert not np.array_equal(rng_for(0, "x", "1").random(3), rng_for(0, "x1").random(3))
+
+
+def test_streams_share_trial_splits_across_figures_and_methods_only():
+    s1 = Streams(0, "mnist", 25, "fig4", "a", "noisy_mb_sgd")
+    s2 = Streams(0, "mnist", 25, "fig7", "a", "local_sgd")
+    assert np.array_equal(s1.trial(3).random(4), s2.trial(3).random(4))  # same data split in Figs 4 and 7
+    assert np.array_equal(s1.upsilon(3).random(4), s2.upsilon(3).random(4))
+    assert not np.array_equal(s1.trial(3).random(4), s1.trial(4).random(4))
+    assert not np.array_equal(s1.rep(0, 0).random(4), s2.rep(0, 0).random(4))  # own optimization draws
+    assert not np.array_equal(s1.rep(0, 0).random(4), s1.rep(0, 1).random(4))
+    other_n = Streams(0, "mnist", 12, "fig4", "a", "noisy_mb_sgd")
+    assert not np.array_equal(s1.trial(0).random(4), other_n.trial(0).random(4))
+
+
+def _cells(values_private, values_public, eps=(1.0, 2.0)):
+    rows = []
+    for t, (vals) in enumerate(values_private):
+        for e, v in zip(eps, vals):
+            rows.append({"trial": t, "algorithm": "noisy_mb_sgd", "label": "ISRL-DP MB-SGD", "panel": "a", "eps": e,
+                         "test": v, "step": 0.1, "diverged_reps": 0, "grid_edge": "low" if t == 0 else "",
+                         "n_silos": 3, "silos_per_round": 2, "K": 4, "rounds": 5, "upsilon2": 1.0, "n_train_min": 50,
+                         "eps_certified": e * 1.1, "eps_certified_paper_noise": e * 1.1, "z_used": 2.0 / e, "z_paper": 2.0 / e})
+    for t, v in enumerate(values_public):
+        rows.append({"trial": t, "algorithm": "mb_sgd", "label": "MB-SGD", "panel": "a", "eps": np.nan, "test": v,
+                     "step": 0.2, "diverged_reps": 1, "grid_edge": "", "n_silos": 3, "silos_per_round": 2, "K": 4,
+                     "rounds": 5, "upsilon2": 1.0, "n_train_min": 50, "eps_certified": np.nan,
+                     "eps_certified_paper_noise": np.nan, "z_used": np.nan, "z_paper": np.nan})
+    return [pd.DataFrame(rows)]
+
+
+def test_aggregate_means_percentile_bars_and_flat_baselines():
+    private = [[0.2, 0.1], [0.4, 0.3], [0.9, 0.5]]
+    params = {"epsilons": [1.0, 2.0], "experiment": "mnist", "error_bars": True,
+              "implementation": {"clamp_error_bars": False}}
+    df = aggregate(params, _cells(private, [0.05, 0.15, 0.25]), log=print)
+    p1 = df[(df["algorithm"] == "noisy_mb_sgd") & (df["x"] == 1.0)].iloc[0]
+    vals = np.array([0.2, 0.4, 0.9])
+    half = (np.percentile(vals, 95) - np.percentile(vals, 5)) / 2
+    assert p1["y"] == pytest.approx(vals.mean()) and p1["y_hi"] - p1["y"] == pytest.approx(half)
+    assert p1["se"] == pytest.approx(vals.std(ddof=1) / np.sqrt(3)) and p1["trials"] == 3
+    assert p1["grid_edge_share"] == pytest.approx(1 / 3) and p1["eps_certified"] == pytest.approx(1.1)
+    base = df[df["algorithm"] == "mb_sgd"]
+    assert base["x"].tolist() == [1.0, 2.0] and base["y"].nunique() == 1  # tuned once, drawn flat across ε
+    assert base["y"].iloc[0] == pytest.approx(0.15) and base["diverged_reps"].iloc[0] == 3
+    assert np.isnan(base["z_accountant"]).all() and np.isnan(base["eps_certified"]).all()
+    # the accountant's multiplier is computed for the private method from its accounting
+    assert p1["z_accountant"] > 0
+
+
+def test_aggregate_clamps_error_rate_bars_only_when_asked():
+    """A diverged run's test value is the penalty (100 on MNIST), so the p95 of an error rate can exceed 1;
+    the authors' code clamps the percentiles to [0, 1] (Q12)."""
+    private = [[0.0, 0.0], [0.0, 0.0], [100.0, 100.0]]
+    lo, hi = np.percentile([0, 0, 100], 5), np.percentile([0, 0, 100], 95)
+    for clamp, half in ((False, (hi - lo) / 2), (True, (min(hi, 1.0) - max(lo, 0.0)) / 2)):
+        params = {"epsilons": [1.0, 2.0], "experiment": "mnist", "error_bars": True,
+                  "implementation": {"clamp_error_bars": clamp}}
+        r = aggregate(params, _cells(private, [0.1] * 3), log=print)
+        r = r[(r["algorithm"] == "noisy_mb_sgd") & (r["x"] == 1.0)].iloc[0]
+        assert r["y_hi"] - r["y"] == pytest.approx(half)
+    params["experiment"] = "insurance"  # relative RMSE is not a rate: never clamped
+    r = aggregate(params, _cells(private, [0.1] * 3), log=print)
+    assert (r["y_hi"] - r["y"]).iloc[0] == pytest.approx((hi - lo) / 2)
+    params["error_bars"] = False
+    r = aggregate(params, _cells(private, [0.1] * 3), log=print)
+    assert (r["y_hi"] == r["y"]).all()

@@ -1,0 +1,6 @@
+# Snakemake script: compute one figure's tidy table (see dpfl.stages.table.run_table).
+from dpfl.stages.table import run_table
+
+run_table(snakemake.wildcards.paper, snakemake.wildcards.figure, snakemake.params.job,
+          snakemake.output.csv, snakemake.output.meta, snakemake.log[0],
+          cell_tables=list(snakemake.input.cells), prepared=list(snakemake.input.prepared))
