@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -235,3 +236,22 @@ def test_algorithm_setting_edit_reruns_only_its_cells(built, tmp_path):
     assert cells == {f"results/lowy2023/fig5/{sub}cells/{cell}.parquet" for sub in ("", "authors-code/")
                      for cell in ("a-local_sgd", "a-noisy_local_sgd")}, outs  # both modes use that grid
     assert all(o.startswith("results/lowy2023/fig5/") for o in outs), outs
+
+
+def test_allocation_edit_reruns_that_allocation_and_its_cells(tmp_path):
+    """An allocation is configured data: editing its YAML entry reruns it and the cells that read it; editing a
+    figure's params does not rerun the allocation."""
+    project = copy_project(tmp_path / "alloc")
+    args = ["--config", "scale=smoke", 'only=["lowy2023/fig4"]']
+    cell = "results/lowy2023/fig4/cells/a-mb_sgd.parquet"
+    alloc = "data/allocations/mnist/lowy2023-mnist-pairs.npz"
+    snakemake(project, "--cores", "2", cell, *args, check=True)
+    meta = json.loads(str(np.load(project / alloc)["meta"]))
+    assert meta["kind"] == "even_odd_pairs" and meta["params"] == {"pca_components": 50, "per_digit": 774}
+    assert planned_outputs(project, cell, *args) == set()
+    edit(project / "config/papers/lowy2023.yaml", "params: {pca_components: 50, per_digit: 774}",
+         "params: {pca_components: 50, per_digit: 700}")
+    assert planned_outputs(project, cell, *args) == {alloc, cell}
+    edit(project / "config/papers/lowy2023.yaml", "per_digit: 700}", "per_digit: 774}")
+    edit(project / "config/scales/smoke.yaml", "rounds: 10,", "rounds: 11,")
+    assert planned_outputs(project, cell, *args) == {cell}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 MODE_SUBDIR = {"none": "", "authors-code": "authors-code/"}  # the authors-code variant sits beside the default
 REPORT_HTML = "results/report/index.html"
+REPORT_LOGS = "results/logs/"
 
 
 def raw_source(dataset: str) -> str:

@@ -47,13 +47,13 @@ rule download:
     input:
         code=_download_code,
     output:
-        source="data/raw/{dataset}/SOURCE.json",
+        source=paths.raw_source("{dataset}"),
     params:
         job=_download_job,
     log:
-        "results/logs/data/{dataset}/download.log",
+        paths.data_logs("{dataset}") + "download.log",
     benchmark:
-        "results/logs/data/{dataset}/download.benchmark.tsv"
+        paths.data_logs("{dataset}") + "download.benchmark.tsv"
     threads: 1
     resources:
         mem_mb=2000,
@@ -65,14 +65,14 @@ rule download:
 rule prepare:
     """A dataset's arrays and provenance in data/prepared/<dataset>.npz (read with dpfl.data.load_prepared)."""
     input:
-        source="data/raw/{dataset}/SOURCE.json",
+        source=paths.raw_source("{dataset}"),
         code=_prepare_code,
     output:
-        npz="data/prepared/{dataset}.npz",
+        npz=paths.prepared_npz("{dataset}"),
     log:
-        "results/logs/data/{dataset}/prepare.log",
+        paths.data_logs("{dataset}") + "prepare.log",
     benchmark:
-        "results/logs/data/{dataset}/prepare.benchmark.tsv"
+        paths.data_logs("{dataset}") + "prepare.benchmark.tsv"
     threads: 1
     resources:
         mem_mb=3000,

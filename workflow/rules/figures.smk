@@ -84,13 +84,13 @@ rule allocate:
         code=lambda w: sorted(set(code_files("dpfl.stages.allocate"))
                               | set(code_files(ALLOCATION_KINDS[_allocation_entry(w)["kind"]].function))),
     output:
-        npz="data/allocations/{dataset}/{allocation}.npz",
+        npz=paths.allocation_npz("{dataset}", "{allocation}"),
     params:
         entry=_allocation_entry,
     log:
-        "results/logs/data/{dataset}/allocate-{allocation}.log",
+        paths.data_logs("{dataset}") + "allocate-{allocation}.log",
     benchmark:
-        "results/logs/data/{dataset}/allocate-{allocation}.benchmark.tsv"
+        paths.data_logs("{dataset}") + "allocate-{allocation}.benchmark.tsv"
     threads: 1
     resources:
         mem_mb=4000,

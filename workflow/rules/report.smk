@@ -18,9 +18,9 @@ rule report:
         figures=_report_figures(),
         settings={**CFG.globals, "data_mirror_resolved": CFG.data_mirror(), "config_sources": CFG.sources},
     log:
-        "results/logs/report.log",
+        paths.REPORT_LOGS + "report.log",
     benchmark:
-        "results/logs/report.benchmark.tsv"
+        paths.REPORT_LOGS + "report.benchmark.tsv"
     threads: 1
     resources:
         mem_mb=1000,
