@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dpfl.fl.device import resolve_device
+from dpfl.fl.device import describe, resolve_device
 from dpfl.models.glm import GLM, newton_optimum
 from dpfl.papers.lowy2023.isrl import Grid, Settings, SiloData
 from dpfl.papers.lowy2023.methods import BY_ID, IsrlMethod
@@ -95,6 +95,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
 
     torch.set_num_threads(int(job.threads))
     device = resolve_device(job.device)
+    log(f"computing on {describe(device)}")
     p = {"noise_calibration": None, **job.params, **job.settings}
     impl = p["implementation"]
     panel_id, method_id = job.cell.split("-", 1)
