@@ -12,6 +12,7 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/claims.smk"
 include: "workflow/rules/report.smk"
 
 

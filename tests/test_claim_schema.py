@@ -42,13 +42,16 @@ _ROWS = {"select": {"panel": "a"}, "where_x": {"ge": 1}, "column": "y"}
 FULL = {
     "compare": {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "abs<=", "max_diff": 100.0,
                 **_ROWS, "match_on": ["panel"], "at": "last", "factor": 1.0, "tol": 0.01, "tol_se": True,
-                "group_by": ["g"], "min_points": 1, "min_group_share": 0.5, "min_groups": 1, "inferred": "why"},
-    "order": {"kind": "order", "by": "curve", "values": ["A", "B"], "op": "<", **_ROWS, "tol": 0.01, "group_by": ["g"],
+                "tol_counts": "for", "group_by": ["g"], "min_points": 1, "min_group_share": 0.5, "min_groups": 1, "inferred": "why"},
+    "order": {"kind": "order", "by": "curve", "values": ["A", "B"], "op": "<", **_ROWS, "tol": 0.01, "tol_counts": "for",
+              "group_by": ["g"],
               "inferred": "why"},
-    "monotone": {"kind": "monotone", "direction": "increasing", **_ROWS, "strict": True, "tol": 0.01, "group_by": ["g"],
+    "monotone": {"kind": "monotone", "direction": "increasing", **_ROWS, "strict": True, "tol": 0.01, "tol_counts": "for",
+                 "group_by": ["g"],
                  "inferred": "why"},
     "bounds": {"kind": "bounds", "lower": 0.0, "upper": "hi", **_ROWS, "lower_strict": True, "upper_strict": False,
-               "tol": 0.01, "group_by": ["g"], "min_points": 1, "min_group_share": 0.5, "min_groups": 1, "inferred": "why"},
+               "tol": 0.01, "tol_counts": "inconclusive", "group_by": ["g"], "min_points": 1, "min_group_share": 0.5,
+               "min_groups": 1, "inferred": "why"},
     "near": {"kind": "near", "x": 2.0, "target": 2.0, "rel_tol": 0.1, "select": {"curve": "A", "g": "g1"}, "column": "y",
              "inferred": "why"},
     "ratio": {"kind": "ratio", "numerator": {"curve": "B", "g": "g1"}, "denominator": {"curve": "A", "g": "g1"}, "min": 1.0,
@@ -59,7 +62,7 @@ FULL = {
                  "line": "identity", "inferred": "why"},
     "eventually": {"kind": "eventually", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "abs<=", "max_diff": 100.0,
                    **_ROWS, "match_on": ["panel"], "at": "last", "factor": 1.0, "tol": 0.01, "tol_se": True,
-                   "group_by": ["g"], "inferred": "why"},
+                   "tol_counts": "for", "group_by": ["g"], "inferred": "why"},
     "mean_relative_gap": {"kind": "mean_relative_gap", "left": {"curve": "A"}, "right": {"curve": "B"}, "min": 0.1, **_ROWS,
                           "match_on": ["g"], "at": "last", "inferred": "why"},
 }
@@ -157,6 +160,12 @@ def test_key_rules_and_types():
     assert schema_errors({**minimal("monotone"), "where_x": {"above": 1}})
     assert schema_errors({"kind": "nearby"})
     assert schema_errors({"x": 1})
+    assert schema_errors({**ok, "tol_counts": "for"})  # needs a tolerance
+    assert schema_errors({**ok, "tol": 0.01, "tol_counts": "always"})
+    assert schema_errors({**ok, "tol": 0.01, "tol_counts": "for"}) == []
+    assert schema_errors({**ok, "tol_se": True, "tol_counts": "for"}) == []
+    assert schema_errors({**minimal("monotone"), "tol_counts": "for"})  # monotone has no tol_se
+    assert schema_errors({**minimal("near"), "tol_counts": "for"})  # near has no tolerance at all
 
 
 def test_every_shipped_check_is_valid():
@@ -211,11 +220,15 @@ def error_of(config, check: dict, tmp_path: Path) -> str:
 @pytest.mark.parametrize("path", PAPER_FILES, ids=[p.stem for p in PAPER_FILES])
 def test_shipped_paper_configs_validate(config, path):
     data = config._read_yaml(path)
-    before = copy.deepcopy([c for f in data.get("figures", {}).values() for cl in f.get("claims", []) for c in cl["checks"]])
+
+    def checks(d):
+        return [c for f in d.get("figures", {}).values() for cl in f.get("claims", []) for c in cl["checks"]] + \
+            [c for cl in d.get("claims", []) for c in cl["checks"]]  # claims over several figures
+
+    before = copy.deepcopy(checks(data))
     schema = ROOT / "workflow" / "schemas" / "papers" / f"{data['paper']}.schema.yaml"
     config.validate(data, schema, str(path))  # fills defaults
-    after = [c for f in data["figures"].values() for cl in f["claims"] for c in cl["checks"]]
-    assert after == before  # nothing added to a check
+    assert checks(data) == before  # nothing added to a check
 
 
 def test_project_config_loads_with_every_claim(config):
@@ -310,3 +323,68 @@ def test_where_x_keys_are_those_select_knows():
     df = pd.DataFrame({"x": np.arange(5.0)})
     for key in check_schema()["$defs"]["where_x"]["properties"]:
         claims.select(df, None, {key: 2.0})
+
+
+# --------------------------------------------------------------------------------------------------
+# lowy2023's claims as the spec (§7) words them
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lowy(config):
+    return config.load(ROOT).papers["lowy2023"]
+
+
+def test_lowy_plus_tol_checks_count_the_tolerance_for_the_claim(lowy):
+    """'≤ X + tol' (C-L4a, C-L4b, C-L7, C-L89a, C-Lmono's 'within tol'): tol_counts: for; the others keep the default."""
+    figures = lowy["figures"]
+    for fig, ids in {"fig4": ["C-L4a", "C-L4b"], "fig7": ["C-L7"]}.items():
+        for cl in figures[fig]["claims"]:
+            if cl["id"] in ids:
+                assert all(c.get("tol_counts") == "for" for c in cl["checks"]), (fig, cl["id"])
+    for fig, spec in figures.items():
+        mono = next(cl for cl in spec["claims"] if cl["id"] == "C-Lmono")
+        assert [c.get("tol_counts") for c in mono["checks"] if c["kind"] == "monotone"] == ["for"], fig
+        for cl in spec["claims"]:
+            if cl["id"] in ("C-L5a", "C-L5b", "C-L5c", "C-L6"):
+                assert all("tol_counts" not in c for c in cl["checks"]), (fig, cl["id"])
+    top = {cl["id"]: cl for cl in lowy["claims"]}
+    assert [c.get("tol_counts") for c in top["C-L89a"]["checks"]] == ["for"]
+    assert [c.get("tol_counts") for c in top["C-L89b"]["checks"]] == [None]
+
+
+def test_lowy_cross_figure_claims_live_at_the_top_level(lowy):
+    """C-L89a/b are claims over the 8 panels of Figs 8 and 9 together, with the standard-error tolerance."""
+    top = {cl["id"]: cl for cl in lowy["claims"]}
+    assert set(top) == {"C-L89a", "C-L89b"}
+    for cl in top.values():
+        assert cl["figures"] == ["fig8", "fig9"]
+        assert all(c.get("tol_se") and c.get("group_by") == ["panel"] for c in cl["checks"])
+    for fig, spec in lowy["figures"].items():
+        assert not {"C-L89a", "C-L89b"} & {cl["id"] for cl in spec["claims"]}, fig
+    assert [cl["id"] for cl in lowy["figures"]["fig8"]["claims"]] == ["C-L5c", "C-Lmono"]
+    assert [cl["id"] for cl in lowy["figures"]["fig9"]["claims"]] == ["C-L5c", "C-Lmono"]
+
+
+def test_lowy_mono_closeness_only_for_mnist(lowy):
+    """C-Lmono's 0.02 closeness at ε_max is a claim about MNIST (Figs 4 and 7) only."""
+    for fig, spec in lowy["figures"].items():
+        mono = next(cl for cl in spec["claims"] if cl["id"] == "C-Lmono")
+        close = [c for c in mono["checks"] if c.get("op") == "abs<="]
+        assert (len(close) == 2) == (spec["params"]["experiment"] == "mnist"), fig
+
+
+def test_paper_claims_schema(config, tmp_path):
+    """A claim over several figures needs its figures (at least two) and valid checks."""
+    path = ROOT / "config" / "papers" / "lowy2023.yaml"
+    schema = ROOT / "workflow" / "schemas" / "papers" / "lowy2023.schema.yaml"
+    data = yaml.safe_load(path.read_text())
+    config.validate(copy.deepcopy(data), schema, "ok")
+    for broken, needle in [({"figures": ["fig8"]}, "claims[0].figures"), ({"figures": None}, "claims[0]: 'figures' is a required property"),
+                           ({"colour": "red"}, "unknown key 'colour'")]:
+        bad = copy.deepcopy(data)
+        bad["claims"][0].update(broken)
+        if broken.get("figures", 1) is None:
+            del bad["claims"][0]["figures"]
+        with pytest.raises(config.ConfigError, match=re.escape(needle)):
+            config.validate(bad, schema, "bad")

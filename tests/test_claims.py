@@ -3,6 +3,8 @@ tolerance -> inconclusive, stand-in data, and specification errors."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -748,3 +750,138 @@ def test_mean_relative_gap():
     v, n = run(df, check)
     assert v == "pass" and n["mean_relative_gap"] == pytest.approx(0.2)
     assert run(df, {**check, "min": 0.25})[0] == "fail"
+
+
+# --------------------------------------------------------------------------------------------------
+# tol_counts: "≤ X + tol" (the tolerance counts in the claim's favour) vs the default (inconclusive)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_tol_counts_for_makes_points_within_the_tolerance_pass():
+    """lowy2023 Fig 4 C-L4b: nMB ≤ nLoc + tol at ≥ 4 of 6 ε holds by 0.003–0.008 at every ε: it passes."""
+    nmb = [0.20, 0.17, 0.152, 0.143, 0.137, 0.136]
+    nloc = [0.203, 0.172, 0.155, 0.146, 0.141, 0.139]
+    eps = [0.75, 1.5, 3, 6, 12, 18]
+    df = tidy(curves({"nMB": (eps, nmb, {"alg": "nmb"}), "nLoc": (eps, nloc, {"alg": "nloc"})}))
+    check = {"kind": "compare", "left": {"alg": "nmb"}, "right": {"alg": "nloc"}, "op": "<=", "tol": 0.005, "min_points": 4}
+    assert run(df, check)[0] == "inconclusive"
+    assert run(df, {**check, "tol_counts": "inconclusive"})[0] == "inconclusive"
+    verdict, numbers = run(df, {**check, "tol_counts": "for"})
+    assert verdict == "pass" and numbers["within_tol"] == 6 and numbers["groups"]["all"]["satisfied"] == 6
+    # a point within the tolerance on the wrong side passes too; beyond it still fails
+    worse = tidy(curves({"nMB": (eps, [v + 0.006 for v in nloc], {"alg": "nmb"}), "nLoc": (eps, nloc, {"alg": "nloc"})}))
+    assert run(worse, {**check, "tol": 0.007, "tol_counts": "for"})[0] == "pass"
+    assert run(worse, {**check, "tol_counts": "for"})[0] == "fail"
+
+
+def test_tol_counts_for_in_eventually_monotone_order_and_bounds():
+    df = tidy(curves({"A": (X, [5, 4, 2, 1.002, 1.001], {"alg": "A"}), "B": (X, [1, 1, 1, 1, 1], {"alg": "B"})}))
+    ev = {"kind": "eventually", "left": {"alg": "A"}, "right": {"alg": "B"}, "op": "<=", "tol": 0.005}
+    verdict, numbers = run(df, ev)
+    assert verdict == "inconclusive" and numbers["from_x"]["all"]["x0"] == 4.0 and numbers["from_x"]["all"]["x0_clear"] is None
+    verdict, numbers = run(df, {**ev, "tol_counts": "for"})
+    assert verdict == "pass" and numbers["from_x"]["all"]["x0"] == 4.0
+    mono = {"kind": "monotone", "direction": "decreasing", "strict": False, "tol": 0.005, "select": {"alg": "A"}}
+    bumpy = tidy(curves({"A": (X, [5, 4, 4.003, 3, 2], {"alg": "A"})}))
+    assert run(bumpy, mono)[0] == "inconclusive"
+    assert run(bumpy, {**mono, "tol_counts": "for"})[0] == "pass"
+    assert run(tidy(curves({"A": (X, [5, 4, 4.3, 3, 2], {"alg": "A"})})), {**mono, "tol_counts": "for"})[0] == "fail"
+    order = {"kind": "order", "by": "alg", "values": ["B", "A"], "op": "<", "tol": 0.005}
+    assert run(df, order)[0] == "inconclusive"
+    assert run(df, {**order, "tol_counts": "for"})[0] == "pass"
+    bounds = {"kind": "bounds", "select": {"alg": "A"}, "lower": 1.0015, "tol": 0.005}
+    assert run(df, bounds)[0] == "inconclusive"
+    assert run(df, {**bounds, "tol_counts": "for"})[0] == "pass"
+
+
+# --------------------------------------------------------------------------------------------------
+# reasons: one sentence from the numbers, per check and per claim
+# --------------------------------------------------------------------------------------------------
+
+LONG_FLOAT = re.compile(r"\d\.\d{5,}")  # a number printed with more than 4 decimals (0.0026881720430107503)
+
+
+def _lowy_like():
+    eps = [0.75, 1.5, 3, 6, 12, 18]
+    rows = curves({"ISRL-DP MB-SGD": (eps, [0.9, 0.8, 0.680, 0.5, 0.4, 0.35], {"algorithm": "noisy_mb_sgd", "se": 0.001}),
+                   "Local SGD": (eps, [0.621] * 6, {"algorithm": "local_sgd", "se": 0.001})})
+    return tidy(rows)
+
+
+def test_reason_of_a_failing_compare_names_the_point_the_values_and_the_tolerance():
+    df = _lowy_like()
+    check = {"kind": "compare", "left": {"algorithm": "noisy_mb_sgd"}, "right": {"algorithm": "local_sgd"}, "op": "<=",
+             "tol": 0.02, "where_x": {"le": 3}}
+    out = evaluate_claim(df, claim(check), "real", x_name="ε")
+    assert out["verdict"] == "fail"
+    assert out["reason"] == ("fails: at ε = 0.75, ISRL-DP MB-SGD 0.900 vs Local SGD 0.621, difference 0.279 > "
+                             "tolerance 0.0200")
+    assert out["checks"][0]["reason"] == out["reason"].removeprefix("fails: ")
+
+
+def test_reason_of_an_inconclusive_eventually_says_where_the_band_starts():
+    df = tidy(curves({"A": (X, [5, 4, 2, 1.002, 1.001], {"alg": "A"}), "B": (X, [1, 1, 1, 1, 1], {"alg": "B"})}))
+    out = evaluate_claim(df, claim({"kind": "eventually", "left": {"alg": "A"}, "right": {"alg": "B"}, "op": "<=",
+                                    "tol": 0.005}), "real", x_name="ε")
+    assert out["verdict"] == "inconclusive"
+    assert out["reason"].startswith("inconclusive: A ≤ B holds from ε = 4 on only inside the tolerance band")
+
+
+@pytest.mark.parametrize("kind", list(claims.CHECKS))
+def test_every_kind_has_a_reason_for_every_verdict_it_gives(kind):
+    """Each check kind builds a one-sentence reason from its numbers: no dict dump, numbers rounded."""
+    from test_claim_schema import FULL, TABLE, minimal
+
+    for check in (FULL[kind], minimal(kind)):
+        verdict, numbers = claims.CHECKS[kind](TABLE, check)
+        text = claims.check_reason(check, verdict, numbers, "ε")
+        assert text and "{" not in text and "'" not in text.replace("paper's", ""), text
+        assert not LONG_FLOAT.search(text), text
+    assert set(claims.REASONS) == set(claims.CHECKS)
+
+
+def test_claim_reason_joins_the_deciding_checks_and_marks_stand_in_data(ab):
+    out = evaluate_claim(ab, claim(PASSING, FAILING), "real")
+    assert out["reason"].startswith("fails: ") and out["reason"].count(";") == 0  # only the failing check decides
+    standin = evaluate_claim(ab, claim(FAILING), "standin")
+    assert standin["verdict"] == "stand-in" and standin["reason"].startswith("stand-in data, not evidence")
+
+
+def test_reasons_name_x_by_a_column_equal_to_x():
+    df = tidy(curves({"RDP": ([1, 32, 64], [2.85, 3267.3, 20107.0], {"conversion": "rdp"})}))
+    df["k"] = df["x"]
+    assert claims.x_name_of(df) == "k" and claims.x_name_of(tidy(curves({"A": (X, X)}))) == "x"
+    out = evaluate(df, [claim({"kind": "near", "select": {"conversion": "rdp"}, "x": 32, "target": 2100, "rel_tol": 0.05})],
+                   "analytic", x_name=claims.x_name_of(df))[0]
+    assert out["reason"] == ("fails: at k = 32, RDP is 3,267 vs the paper's 2,100 (relative error 55.6% > 5%)")
+
+
+def test_number_formats():
+    assert claims.fmt(0.0026881720430107503) == "0.00269"
+    assert claims.fmt(0.68) == "0.680" and claims.fmt(12.0) == "12.0" and claims.fmt(3267.3) == "3,267"
+    assert claims.fmt(5e9) == "5e+09" and claims.fmt(0) == "0" and claims.fmt(None) == "none"
+    assert claims.fmt_x(0.125) == "0.125" and claims.fmt_x(18.0) == "18"
+    assert claims.rounded({"a": [0.0026881720430107503, 1], "b": "x"}) == {"a": [0.002688, 1], "b": "x"}
+
+
+# --------------------------------------------------------------------------------------------------
+# causes: why a verdict is not a pass, where known
+# --------------------------------------------------------------------------------------------------
+
+
+def test_cause_of_each_verdict():
+    fail, ok = {"verdict": "fail"}, {"verdict": "pass"}
+    reduced = claims.scale_reductions({"trials": 20, "reps": 3, "grid": {"num": 10}, "eps": [1, 2]},
+                                      {"trials": 3, "reps": 3, "grid": {"num": 2}, "eps": [1, 2], "extra": 1})
+    assert reduced == {"trials": [20, 3], "grid.num": [10, 2]}
+    kw = {"data_source": "real", "scale": "quick", "reductions": reduced}
+    assert claims.cause_of(ok, **kw) == (None, "")
+    assert claims.cause_of({"verdict": "stand-in"}, **{**kw, "data_source": "standin"})[0] == "stand-in"
+    cause, text = claims.cause_of(fail, **kw)
+    assert cause == "reduced-scale" and "trials 3 (paper 20)" in text and "not the paper-scale result" in text
+    cause, text = claims.cause_of(fail, **kw, other_verdict="pass", difference="K4: the authors' orders")
+    assert cause == "documented-difference" and "authors-code variant passes" in text and "K4" in text
+    assert claims.cause_of(fail, **kw, other_verdict="fail")[0] == "reduced-scale"
+    assert claims.cause_of(fail, **kw, mode="authors-code", other_verdict="pass")[0] == "reduced-scale"
+    assert claims.cause_of(fail, **{**kw, "reductions": {}, "scale": "paper"})[0] == "not-reproduced"
+    assert claims.cause_of({"verdict": "inconclusive"}, **{**kw, "reductions": {}})[0] == "not-reproduced"

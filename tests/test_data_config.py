@@ -85,3 +85,15 @@ def test_data_mirror_resolution(project, monkeypatch):
     assert config.load(project).data_mirror() == "/somewhere/datasets"
     cfg = config.load(project, {"data_mirror": "../shared/datasets"})  # config wins; relative to the project
     assert cfg.data_mirror() == str(project.parent / "shared" / "datasets")
+
+
+def test_data_mirror_resolves_symlinks(project, monkeypatch, tmp_path):
+    """A mirror named through a symlink is the folder it points to (one folder, one mirror)."""
+    real = tmp_path / "shared" / "datasets"
+    real.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real)
+    monkeypatch.setenv("DPFL_DATA_MIRROR", str(tmp_path / "link"))
+    assert config.load(project).data_mirror() == str(real.resolve())
+    monkeypatch.delenv("DPFL_DATA_MIRROR")
+    (project / "mirror-link").symlink_to(real)
+    assert config.load(project, {"data_mirror": "mirror-link"}).data_mirror() == str(real.resolve())

@@ -1,10 +1,13 @@
 """The data rules (workflow/rules/data.smk) end to end on temporary copies of the project: stand-ins when no real
-source works, the mirror when one is given, a clear failure with `data_source=real`, and reruns that follow the
-catalog and data_source exactly. The copied catalog points every URL at a closed local port and drops the Kaggle
-slugs, so nothing is downloaded."""
+source works (with a visible warning), the mirror when one is given, a clear failure with `data_source=real`, reruns
+that follow the catalog and data_source exactly, real data that stays put whatever the mirror setting is later, and
+an edited raw file caught with the command that fixes it. The copied catalog points every URL at a closed local port
+and drops the Kaggle slugs, so nothing is downloaded. The mirror is the shared one when present, else a fake one
+made in the test."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -17,6 +20,7 @@ import pytest
 import yaml
 
 from dpfl.data import load_prepared
+from dpfl.data.common import sha256_file, standin_seed
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = Path(os.environ.get("DPFL_DATA_MIRROR") or ROOT.parent / "shared" / "datasets")
@@ -49,6 +53,26 @@ def project(tmp_path):
             f["urls"] = [f"http://127.0.0.1:{port}/{f['name']}"]
     (dest / "config" / "datasets.yaml").write_text(yaml.safe_dump(catalog, sort_keys=False))
     return dest
+
+
+@pytest.fixture
+def mirror(project, tmp_path) -> Path:
+    """A dataset mirror with insurance and obesity: the shared one when present, else a fake one made of their
+    stand-ins, whose checksums the copied catalog then lists (so that they count as the real data)."""
+    if all((MIRROR / d).is_dir() for d in ("insurance", "obesity")):
+        return MIRROR
+    fake = tmp_path / "mirror"
+    path = project / "config" / "datasets.yaml"
+    catalog = yaml.safe_load(path.read_text())
+    for dataset in ("insurance", "obesity"):
+        entry = catalog["datasets"][dataset]
+        folder = fake / entry["mirror"]
+        folder.mkdir(parents=True)
+        importlib.import_module(f"dpfl.data.standins.{entry['standin']}").generate(folder, standin_seed(dataset))
+        for f in entry["files"]:
+            f["sha256"], f["alt_sha256"] = sha256_file(folder / f["name"]), []
+    path.write_text(yaml.safe_dump(catalog, sort_keys=False))
+    return fake
 
 
 def snakemake(project: Path, *args: str, mirror: Path | None = None) -> subprocess.CompletedProcess:
@@ -102,10 +126,79 @@ def test_real_without_a_source_fails_clearly(project):
     assert not (project / "data" / "prepared").exists()
 
 
-@pytest.mark.skipif(not (MIRROR / "insurance").is_dir(), reason=f"no dataset mirror at {MIRROR}")
-def test_mirror_is_used_when_given(project):
-    proc = snakemake(project, *TARGETS, "--config", "data_source=real", mirror=MIRROR)
+def nothing_to_do(proc) -> bool:
+    return proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_mirror_is_used_when_given(project, mirror):
+    proc = snakemake(project, *TARGETS, "--config", "data_source=real", mirror=mirror)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for dataset in ("insurance", "obesity"):
         _, meta = load_prepared(project / f"data/prepared/{dataset}.npz")
-        assert meta["source"] == "mirror" and meta["standin"] is False and meta["location"] == str(MIRROR / dataset)
+        assert meta["source"] == "mirror" and meta["standin"] is False and meta["location"] == str(mirror / dataset)
+        assert meta["fallback_reasons"] == []
+
+
+def test_real_data_stays_whatever_the_mirror_setting_is_later(project, mirror):
+    """Data identity is its verified content: a new shell without the mirror variable, or with another mirror, plans
+    nothing (offline it would otherwise swap the real data for stand-ins); switching to stand-ins still reruns."""
+    proc = snakemake(project, TARGETS[0], mirror=mirror)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    again = snakemake(project, "-n", TARGETS[0])
+    assert nothing_to_do(again), again.stdout + again.stderr
+    assert planned(snakemake(project, "-n", TARGETS[0], "--config", "data_source=standin")) == {
+        "data/raw/insurance/SOURCE.json", "data/prepared/insurance.npz"}
+
+
+def test_mirror_named_through_a_symlink(project, mirror, tmp_path):
+    link = tmp_path / "link-to-mirror"
+    link.symlink_to(mirror)
+    proc = snakemake(project, TARGETS[0], mirror=link)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _, meta = load_prepared(project / TARGETS[0])
+    assert meta["source"] == "mirror" and meta["location"] == os.path.join(os.path.realpath(mirror), "insurance")
+    again = snakemake(project, "-n", TARGETS[0])
+    assert nothing_to_do(again), again.stdout + again.stderr
+
+
+def test_a_mirror_given_after_a_standin_fallback_fetches_the_real_data(project, mirror):
+    proc = snakemake(project, TARGETS[0])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert load_prepared(project / TARGETS[0])[1]["standin"] is True
+    proc = snakemake(project, TARGETS[0], mirror=mirror)  # planned again (the jobs it ran are listed as planned)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert planned(proc) == {"data/raw/insurance/SOURCE.json", "data/prepared/insurance.npz"}
+    _, meta = load_prepared(project / TARGETS[0])
+    assert meta["source"] == "mirror" and meta["standin"] is False
+    again = snakemake(project, "-n", TARGETS[0])  # and then it stays, without the mirror too
+    assert nothing_to_do(again), again.stdout + again.stderr
+
+
+def test_fallback_to_the_standin_warns_on_the_console(project, tmp_path):
+    """A mistyped mirror with data_source auto still ends well (exit status 0), but says why it used a stand-in."""
+    typo = tmp_path / "shared" / "datsets"
+    proc = snakemake(project, TARGETS[0], mirror=typo)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for text in (proc.stderr, (project / "results/logs/data/insurance/download.log").read_text()):
+        assert "WARNING: insurance: no real source worked, using the SYNTHETIC STAND-IN" in text
+        assert f"mirror folder {typo} does not exist" in text
+    reasons = load_prepared(project / TARGETS[0])[1]["fallback_reasons"]
+    assert reasons[0] == f"mirror {typo / 'insurance'}: mirror folder {typo} does not exist"
+
+
+def test_edited_raw_file_is_caught_with_the_command_that_fixes_it(project, mirror):
+    proc = snakemake(project, TARGETS[0], mirror=mirror)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    raw = project / "data" / "raw" / "insurance" / "insurance.csv"
+    good = raw.read_bytes()
+    raw.write_bytes(good.replace(b"\n", b"\n1", 1))  # one edited age
+    proc = snakemake(project, TARGETS[0], "--forcerun", "prepare", mirror=mirror)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "data/raw/insurance/insurance.csv" in out
+    command = re.search(r"fetch it again: \S*snakemake (.*--forcerun download)", out)
+    assert command, out
+    # it reruns exactly this dataset's download and prepare, and restores the verified file
+    proc = snakemake(project, *command.group(1).split(), mirror=mirror)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert planned(proc) == {"data/raw/insurance/SOURCE.json", "data/prepared/insurance.npz"}
+    assert raw.read_bytes() == good and load_prepared(project / TARGETS[0])[1]["source"] == "mirror"

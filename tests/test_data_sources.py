@@ -49,12 +49,8 @@ def closed_port_url(name: str) -> str:
 
 
 @pytest.fixture(autouse=True)
-def no_credentials(monkeypatch, tmp_path):
-    """No Kaggle credentials and no mirror from the environment, whatever the machine running the tests has."""
-    for var in ("KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_API_TOKEN", "KAGGLE_CONFIG_DIR", "DPFL_DATA_MIRROR"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+def _offline(no_credentials):
+    """No Kaggle credentials and no mirror from the environment (tests/conftest.py)."""
 
 
 @pytest.fixture
@@ -320,3 +316,110 @@ def test_failed_attempt_keeps_earlier_files_untouched_and_no_temporaries(tmp_pat
     with pytest.raises(DataError):
         sources.acquire("toy", e, raw, "real", None)
     assert leftovers(raw) == ["keep.txt"]
+
+
+# --------------------------------------------------------------------------------------------------
+# verified real files already present are kept
+# --------------------------------------------------------------------------------------------------
+
+
+def test_verified_real_files_already_present_are_kept_without_a_source(tmp_path):
+    """A second download with no source reachable (no mirror, URL refused) keeps the verified real copy: it does
+    not fall back to the stand-in, and the record still names where the data came from."""
+    mirror = tmp_path / "mirror"
+    (mirror / "toy").mkdir(parents=True)
+    (mirror / "toy" / "insurance.csv").write_bytes(CSV)
+    e = entry([{"name": "insurance.csv", "sha256": sha(CSV), "urls": [closed_port_url("x")]}], standin="insurance")
+    raw = tmp_path / "raw" / "insurance"
+    first = sources.acquire("insurance", e, raw, "auto", str(mirror), source_key="mirror key")
+    again = sources.acquire("insurance", e, raw, "auto", None, source_key="mirror key")
+    assert again["source"] == "mirror" and again["standin"] is False and again["location"] == str(mirror / "toy")
+    assert again["retrieved_at"] == first["retrieved_at"] and again["checked_at"]
+    assert (raw / "insurance.csv").read_bytes() == CSV and leftovers(raw) == ["SOURCE.json", "insurance.csv"]
+    assert json.loads((raw / "SOURCE.json").read_text())["source_key"] == "mirror key"
+
+
+def test_an_edited_present_file_is_fetched_again(tmp_path):
+    mirror = tmp_path / "mirror"
+    (mirror / "toy").mkdir(parents=True)
+    (mirror / "toy" / "insurance.csv").write_bytes(CSV)
+    e = entry([{"name": "insurance.csv", "sha256": sha(CSV), "urls": []}])
+    raw = tmp_path / "raw"
+    sources.acquire("toy", e, raw, "real", str(mirror))
+    (raw / "insurance.csv").write_bytes(CSV.replace(b"27.9", b"28.9"))
+    record = sources.acquire("toy", e, raw, "real", str(mirror))
+    assert record["source"] == "mirror" and "checked_at" not in record
+    assert (raw / "insurance.csv").read_bytes() == CSV
+
+
+def test_standin_mode_replaces_present_real_files(tmp_path):
+    mirror = tmp_path / "mirror"
+    (mirror / "toy").mkdir(parents=True)
+    (mirror / "toy" / "insurance.csv").write_bytes(CSV)
+    e = entry([{"name": "insurance.csv", "sha256": sha(CSV), "urls": []}], standin="insurance")
+    raw = tmp_path / "raw"
+    sources.acquire("insurance", e, raw, "real", str(mirror))
+    record = sources.acquire("insurance", e, raw, "standin", str(mirror))
+    assert record["source"] == "standin" and (raw / "insurance.csv").read_bytes() != CSV
+
+
+# --------------------------------------------------------------------------------------------------
+# fallback reasons (SOURCE.json `fallback_reasons`: one line per failed source before the one used)
+# --------------------------------------------------------------------------------------------------
+
+
+def standin_entry(**keys) -> dict:
+    return entry([{"name": "insurance.csv", "sha256": sha(CSV), "urls": [closed_port_url("insurance.csv")]}],
+                 standin="insurance", **keys)
+
+
+def test_corrupted_mirror_file_falls_back_to_the_standin_with_its_reason(tmp_path):
+    mirror = tmp_path / "mirror"
+    (mirror / "toy").mkdir(parents=True)
+    (mirror / "toy" / "insurance.csv").write_bytes(CSV.replace(b"27.9", b"28.9"))
+    record = sources.acquire("insurance", standin_entry(), tmp_path / "raw", "auto", str(mirror))
+    assert record["standin"] is True
+    reasons = record["fallback_reasons"]
+    assert len(reasons) == 2 and all("\n" not in r for r in reasons)
+    assert reasons[0].startswith(f"mirror {mirror / 'toy'}: ") and "insurance.csv" in reasons[0]
+    assert "sha256 mismatch" in reasons[0] and reasons[1].startswith("url http://127.0.0.1:")
+
+
+def test_missing_mirror_folder_is_named_as_such(tmp_path):
+    missing = tmp_path / "no" / "such" / "mirror"
+    record = sources.acquire("insurance", standin_entry(), tmp_path / "raw", "auto", str(missing))
+    assert record["standin"] is True
+    assert record["fallback_reasons"][0] == f"mirror {missing / 'toy'}: mirror folder {missing} does not exist"
+
+
+def test_mirror_without_the_dataset_folder_is_named_as_such(tmp_path):
+    (tmp_path / "mirror").mkdir()
+    record = sources.acquire("insurance", standin_entry(), tmp_path / "raw", "auto", str(tmp_path / "mirror"))
+    assert f"the mirror {tmp_path / 'mirror'} has no toy/ folder" in record["fallback_reasons"][0]
+
+
+def test_no_fallback_reasons_when_the_first_choice_works(tmp_path):
+    mirror = tmp_path / "mirror"
+    (mirror / "toy").mkdir(parents=True)
+    (mirror / "toy" / "insurance.csv").write_bytes(CSV)
+    assert sources.acquire("toy", standin_entry(), tmp_path / "a", "auto", str(mirror))["fallback_reasons"] == []
+    # without a mirror configured the URL is the first choice: "no mirror configured" is no failure
+    src = tmp_path / "elsewhere.csv"
+    src.write_bytes(CSV)
+    e = entry([{"name": "insurance.csv", "sha256": sha(CSV), "urls": [src.as_uri()]}])
+    record = sources.acquire("toy", e, tmp_path / "b", "auto", None)
+    assert record["source"] == "url" and record["fallback_reasons"] == []
+    # but it explains a stand-in
+    record = sources.acquire("insurance", standin_entry(), tmp_path / "c", "auto", None)
+    assert record["fallback_reasons"][0].startswith("mirror: no mirror configured")
+    assert sources.acquire("insurance", standin_entry(), tmp_path / "d", "standin", None)["fallback_reasons"] == []
+
+
+def test_real_source_after_a_failed_mirror_lists_the_mirror(tmp_path):
+    src = tmp_path / "elsewhere.csv"
+    src.write_bytes(CSV)
+    e = entry([{"name": "insurance.csv", "sha256": sha(CSV), "urls": [src.as_uri()]}])
+    record = sources.acquire("toy", e, tmp_path / "raw", "auto", str(tmp_path / "typo"))
+    assert record["source"] == "url"
+    typo = tmp_path / "typo"
+    assert record["fallback_reasons"] == [f"mirror {typo / 'toy'}: mirror folder {typo} does not exist"]

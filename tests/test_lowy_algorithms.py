@@ -282,3 +282,31 @@ def test_newton_finds_a_stationary_point(kind):
     assert ok
     assert np.linalg.norm(model.grad(X, y, W)) < 1e-5
     assert F <= model.loss(X, y, W + 0.01) + 1e-12
+
+
+def test_newton_never_accepts_a_loss_increase_and_flags_separable_data():
+    """Softmax on separable classes has no minimizer (‖W‖ → ∞, the Hessian vanishes): the optimum must be
+    reported as not certified, at a finite loss no larger than at W = 0, never as 'converged' at garbage."""
+    rng = np.random.default_rng(5)
+    centers = np.eye(3, 4) * 12
+    y = np.repeat(np.arange(3), 30)
+    X = np.column_stack([centers[y, :3] + rng.normal(size=(90, 3)), np.ones(90)])  # well separated + intercept
+    model = GLM("softmax", classes=3)
+    W, F, iters, ok = newton_optimum(model, X, y)
+    assert not ok
+    assert np.isfinite(F) and F <= model.loss(X, y, np.zeros((4, 3))) and np.all(np.isfinite(W))
+    assert np.all(W[:, -1] == 0)  # the reference class
+
+
+def test_newton_certifies_a_softmax_optimum_when_one_exists():
+    rng = np.random.default_rng(6)
+    X = np.column_stack([rng.normal(size=(400, 3)), np.ones(400)])
+    logits = X @ rng.normal(size=(4, 3))
+    y = np.array([rng.choice(3, p=np.exp(s) / np.exp(s).sum()) for s in logits])  # overlapping classes
+    model = GLM("softmax", classes=3)
+    W, F, iters, ok = newton_optimum(model, X, y)
+    assert ok and iters < 100
+    g = model.grad(X, y, W)
+    assert np.linalg.norm(g[:, :-1]) < 1e-6  # stationary in the free columns (the last is the reference)
+    # the same loss as the best full-parameter solution: shifting all columns does not change the loss
+    assert F == pytest.approx(model.loss(X, y, W + rng.normal(size=(4, 1))), rel=1e-12)

@@ -57,12 +57,13 @@ def _cells(values_private, values_public, eps=(1.0, 2.0)):
             rows.append({"trial": t, "algorithm": "noisy_mb_sgd", "label": "ISRL-DP MB-SGD", "panel": "a", "eps": e,
                          "test": v, "step": 0.1, "diverged_reps": 0, "grid_edge": "low" if t == 0 else "",
                          "n_silos": 3, "silos_per_round": 2, "K": 4, "rounds": 5, "upsilon2": 1.0, "n_train_min": 50,
-                         "eps_certified": e * 1.1, "eps_certified_paper_noise": e * 1.1, "z_used": 2.0 / e, "z_paper": 2.0 / e})
+                         "eps_certified": e * 1.1, "eps_certified_paper_noise": e * 1.1, "z_used": 2.0 / e, "z_paper": 2.0 / e,
+                         "z_accountant": 2.2 / e + 0.1 * t})
     for t, v in enumerate(values_public):
         rows.append({"trial": t, "algorithm": "mb_sgd", "label": "MB-SGD", "panel": "a", "eps": np.nan, "test": v,
                      "step": 0.2, "diverged_reps": 1, "grid_edge": "", "n_silos": 3, "silos_per_round": 2, "K": 4,
                      "rounds": 5, "upsilon2": 1.0, "n_train_min": 50, "eps_certified": np.nan,
-                     "eps_certified_paper_noise": np.nan, "z_used": np.nan, "z_paper": np.nan})
+                     "eps_certified_paper_noise": np.nan, "z_used": np.nan, "z_paper": np.nan, "z_accountant": np.nan})
     return [pd.DataFrame(rows)]
 
 
@@ -81,8 +82,7 @@ def test_aggregate_means_percentile_bars_and_flat_baselines():
     assert base["x"].tolist() == [1.0, 2.0] and base["y"].nunique() == 1  # tuned once, drawn flat across ε
     assert base["y"].iloc[0] == pytest.approx(0.15) and base["diverged_reps"].iloc[0] == 3
     assert np.isnan(base["z_accountant"]).all() and np.isnan(base["eps_certified"]).all()
-    # the accountant's multiplier is computed for the private method from its accounting
-    assert p1["z_accountant"] > 0
+    assert p1["z_accountant"] == pytest.approx(2.2)  # the smallest over trials (computed in the cells)
 
 
 def test_aggregate_clamps_error_rate_bars_only_when_asked():
@@ -102,3 +102,16 @@ def test_aggregate_clamps_error_rate_bars_only_when_asked():
     params["error_bars"] = False
     r = aggregate(params, _cells(private, [0.1] * 3), log=print)
     assert (r["y_hi"] == r["y"]).all()
+
+
+def test_a_diverged_run_is_never_chosen_over_a_finite_one():
+    """Obesity's test penalty (1.0) is below the loss at W = 0 (ln 7): as a score it would prefer divergence."""
+    from dpfl.papers.lowy2023.cell import tuning_score
+
+    loss = np.array([[2.5, 0.3, np.nan]])
+    diverged = np.array([[False, True, True]])
+    score = tuning_score(loss, diverged, np.nan, "excess_loss")
+    assert int(np.argmin(score.mean(axis=0))) == 0 and np.isinf(score[0, 1:]).all()
+    # with a certified F* the excess loss is the loss minus F*; without one the loss itself (same choice)
+    assert tuning_score(np.array([[2.0]]), np.array([[False]]), 0.5, "excess_loss")[0, 0] == 1.5
+    assert tuning_score(np.array([[2.0]]), np.array([[False]]), 0.5, "loss")[0, 0] == 2.0

@@ -109,6 +109,14 @@ def test_unknown_paper_or_figure_stops_the_run(fresh):
     assert_stopped(proc, fresh, "config/papers/balle2020.yaml", "unknown key 'fig9'", "allowed keys: fig2, table1, thm3_2")
 
 
+@pytest.mark.parametrize("target, needles", [
+    ("data/prepared/mnst.npz", ["unknown dataset 'mnst'", "known datasets", "mnist"]),
+    ("results/lowy2023/fig99/fig99.png", ["unknown figure lowy2023/fig99", "known figures", "lowy2023/fig4"]),
+])
+def test_unknown_target_names_the_known_ones(fresh, target, needles):
+    assert_stopped(snakemake(fresh, "-n", target), fresh, *needles)
+
+
 def test_misspelt_key_in_scale_file_names_the_scale_file(fresh):
     edit(fresh / "config/scales/smoke.yaml", "eps_grid:", "eps_gird:")
     proc = snakemake(fresh, "--cores", "1", "--config", "scale=smoke")
@@ -255,3 +263,20 @@ def test_allocation_edit_reruns_that_allocation_and_its_cells(tmp_path):
     edit(project / "config/papers/lowy2023.yaml", "per_digit: 700}", "per_digit: 774}")
     edit(project / "config/scales/smoke.yaml", "rounds: 10,", "rounds: 11,")
     assert planned_outputs(project, cell, *args) == {cell}
+
+
+def test_threads_change_reruns_nothing(built):
+    """`threads` does not change a result, so it is not part of any job's params."""
+    proc = snakemake(built, "-n", "--cores", "2", *SMOKE, "threads=2", check=True)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_epsilon_edit_below_the_largest_reruns_only_private_cells(built, tmp_path):
+    """A non-private baseline depends on the ε grid only through ε_max (which sets K)."""
+    project = copy_project(tmp_path / "p", source=built)
+    # the first insurance figure in the file is Fig 5
+    edit(project / "config/papers/lowy2023.yaml", "epsilons: [0.125, 0.25, 0.5, 1, 2, 3]",
+         "epsilons: [0.125, 0.3, 0.5, 1, 2, 3]")
+    cells = {o for o in planned_outputs(project, *SMOKE) if "/cells/" in o}
+    assert cells == {f"results/lowy2023/fig5/{sub}cells/a-{m}.parquet" for sub in ("", "authors-code/")
+                     for m in ("noisy_mb_sgd", "noisy_local_sgd")}, cells

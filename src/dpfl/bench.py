@@ -20,6 +20,8 @@ import json, resource, sys, time
 from dpfl.io import resolve
 from dpfl.jobs import CellJob
 from dpfl.papers import FIGURES
+import torch
+torch.set_num_threads(1)
 job, inputs = CellJob(**json.loads(sys.argv[1])), json.loads(sys.argv[2])
 run = resolve(FIGURES[(job.paper, job.figure)].cell)  # imports outside the timed region
 t = time.perf_counter()
@@ -61,7 +63,7 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
                            cwd=root, check=True, stdout=subprocess.DEVNULL)
         rows = []
         for cell in jobs.cell_ids(cfg, paper, figure, "none"):
-            job = jobs.build_cell_job(cfg, paper, figure, cell, "none", threads=1)
+            job = jobs.build_cell_job(cfg, paper, figure, cell, "none")
             job = jobs.CellJob(**{**job.as_dict(), "params": {**job.params, "trials": trials}})
             r = _run_child(job, inputs, env)
             rows.append((cell, r["seconds"] / trials, r["peak_mb"]))

@@ -4,11 +4,14 @@ A claim (config/papers/<id>.yaml, `claims:`) is a list of checks; each check is 
 rows of the table, chosen by column values ("selectors"). Verdicts:
   pass          every compared point satisfies the claim;
   fail          some point violates it by more than the tolerance;
-  inconclusive  no violation beyond the tolerance, but some point is within it (or nothing to compare);
+  inconclusive  no violation beyond the tolerance, but some point is within it (or nothing to compare); with
+                `tol_counts: for` (the spec's "≤ X + tol") a point within the tolerance satisfies the claim instead;
   stand-in      the table was computed on synthetic stand-in data: not evidence (the underlying verdict
                 is kept in `verdict_on_data`).
 A claim's verdict is the worst of its checks (fail > inconclusive > pass). Each check returns the
-numbers behind its verdict so that a reader can judge the margin.
+numbers behind its verdict so that a reader can judge the margin, and a `reason`: one sentence built from those
+numbers (REASONS: one builder per kind; `claim_reason` joins the checks that decided the verdict). `cause_of`
+names why a verdict is not a pass, where known: stand-in, documented-difference, reduced-scale, not-reproduced.
 
 Check kinds (keys in brackets are optional; `CHECK_KEYS` below is the exact list of each kind's keys, and
 the configuration schema of a check is generated from it by `check_schema()`):
@@ -32,7 +35,9 @@ the configuration schema of a check is generated from it by `check_schema()`):
                     lie at a larger x than second's, when both exist [match_on]
 All kinds accept `select` (rows to use) and `column` (default y), all but near (which takes one x) accept
 `where_x` (gt/ge/lt/le); compare, eventually, order, monotone and bounds also accept `tol` (an absolute
-tolerance: a violation within it makes the check inconclusive instead of failed). Any check may carry
+tolerance: a point within it makes the check inconclusive instead of failed or passed) and `tol_counts`
+(`inconclusive`, the default, for comparisons written without "+ tol"; `for`: a point within the tolerance
+satisfies the claim, for the spec's "≤ X + tol"). Any check may carry
 `inferred` (why a threshold the paper does not give was chosen); it does not change the check.
 """
 
@@ -92,15 +97,61 @@ def _verdict(violations: int, within_tol: int) -> str:
     return "inconclusive" if within_tol else "pass"
 
 
+def _tol_for(c) -> bool:
+    """`tol_counts: for`: a point within the tolerance satisfies the claim (the spec's "≤ X + tol"); the default
+    `inconclusive` makes such a point inconclusive (comparisons written without "+ tol")."""
+    return c.get("tol_counts", "inconclusive") == "for"
+
+
+def _settle(ok, near, c):
+    """(ok, near) after `tol_counts`: with `for`, points within the tolerance count as satisfied."""
+    ok, near = np.asarray(ok, bool), np.asarray(near, bool)
+    if _tol_for(c):
+        return ok | near, np.zeros_like(near)
+    return ok, near
+
+
+def _label(d: pd.DataFrame, selector: dict | None = None) -> str:
+    """A reader's name of some rows (for the reasons): their curve label ("ISRL-DP MB-SGD"), two or three labels
+    ("A and B"), or for more the selector that chose them ("conversion = rdp")."""
+    if "curve" not in d or d.empty:
+        return _selector_text(selector) or "the selection"
+    names = list(dict.fromkeys(d["curve"].astype(str)))
+    if len(names) == 1:
+        return names[0]
+    if len(names) == 2:
+        return " and ".join(names)
+    return _selector_text(selector) or f"{len(names)} curves"
+
+
+def _selector_text(selector: dict | None) -> str:
+    return ", ".join(f"{k} = {'/'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in (selector or {}).items())
+
+
+def _group_key(name) -> str:
+    return "/".join(map(str, name)) if isinstance(name, tuple) else str(name)
+
+
+def _group_label(g: pd.DataFrame, group_by: list[str], whole: pd.DataFrame) -> str:
+    """A reader's name of a group: its curve label (where the selection has several) and its panel (where the
+    table has several)."""
+    parts = []
+    if "curve" in g and g["curve"].nunique() == 1 and whole["curve"].nunique() > 1:
+        parts.append(str(g["curve"].iloc[0]))
+    if "panel" in g and "panel" in whole and whole["panel"].nunique() > 1 and g["panel"].nunique() == 1:
+        parts.append(f"panel {g['panel'].iloc[0]}")
+    if not parts:
+        parts = [f"{k} {g[k].iloc[0]}" for k in group_by if k in g] or ["all"]
+    return ", ".join(parts)
+
+
 def _pointwise(lhs: np.ndarray, rhs: np.ndarray, op: str, tol: float) -> dict:
     """Evaluate lhs OP rhs pointwise; margin > 0 means satisfied (in the units of the values)."""
     lhs, rhs = np.asarray(lhs, float), np.asarray(rhs, float)
     margin = (rhs - lhs) if op in ("<", "<=") else (lhs - rhs)
     ok = OPS[op](lhs, rhs)
     near = np.abs(margin) <= tol if tol > 0 else np.zeros(len(lhs), bool)
-    violations = int(np.sum(~ok & ~near))
-    within = int(np.sum(near))
-    return {"ok": ok, "margin": margin, "violations": violations, "within_tol": within}
+    return {"ok": ok, "margin": margin, "near": near}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -110,7 +161,7 @@ def _pointwise(lhs: np.ndarray, rhs: np.ndarray, op: str, tol: float) -> dict:
 
 def _pairs(df, c, keys, se: bool = False):
     """Rows of the left and right selections paired on x and `match_on` (columns *_left, *_right; with
-    `se`, also se_left and se_right)."""
+    `se`, also se_left and se_right), and the curve labels of the two selections."""
     col = c.get("column", "y")
     cols = keys + [col] + (["se"] if se else [])
     left = select(df, {**c.get("select", {}), **c["left"]}, c.get("where_x"))
@@ -125,7 +176,7 @@ def _pairs(df, c, keys, se: bool = False):
         edge = pick.transform("min" if c["at"] == "first" else "max") if len(keys) > 1 else (
             pair["x"].min() if c["at"] == "first" else pair["x"].max())
         pair = pair[np.isclose(pair["x"], edge)]
-    return pair.reset_index(drop=True)
+    return pair.reset_index(drop=True), (_label(left, c["left"]), _label(right, c["right"]))
 
 
 def _tolerance(pair, c) -> np.ndarray:
@@ -161,8 +212,8 @@ def _reduce_groups(pair, groups: list[str], ok, near, c) -> tuple[str, dict]:
         clear = int((g["_ok"] & ~g["_near"]).sum())  # satisfied by more than the tolerance
         close = int(g["_near"].sum())  # within the tolerance, either way
         v = "pass" if clear >= need else ("inconclusive" if clear + close >= need else "fail")
-        key = "/".join(map(str, name)) if isinstance(name, tuple) else str(name)
-        per_group[key] = {"verdict": v, "satisfied": clear, "within_tol": close, "points": n, "needed": need}
+        per_group[_group_key(name)] = {"verdict": v, "satisfied": clear, "within_tol": close, "points": n,
+                                       "needed": need}
     verdicts = [g["verdict"] for g in per_group.values()]
     if groups and ("min_group_share" in c or "min_groups" in c):
         need = c.get("min_groups", 0) or math.ceil(c.get("min_group_share", 1.0) * len(verdicts) - 1e-9)
@@ -173,23 +224,45 @@ def _reduce_groups(pair, groups: list[str], ok, near, c) -> tuple[str, dict]:
     return max(verdicts, key=SEVERITY.get), {"groups": per_group}
 
 
+def _point(pair, i: int, keys: list[str], lhs, rhs, margin, tol) -> dict:
+    """One compared point: where (x and the pairing columns that vary), both sides, margin and tolerance."""
+    return {"at": {k: _py(pair[k].iloc[i]) for k in keys if k == "x" or pair[k].nunique() > 1},
+            "left": float(lhs[i]), "right": float(rhs[i]), "margin": float(margin[i]), "tolerance": float(tol[i])}
+
+
 def _check_compare(df, c):
     col = c.get("column", "y")
     groups = c.get("group_by", [])
     keys = ["x"] + sorted(set(c.get("match_on", [])) | set(groups))
-    pair = _pairs(df, c, keys, se=c.get("tol_se", False))
+    pair, (left_curve, right_curve) = _pairs(df, c, keys, se=c.get("tol_se", False))
     factor = c.get("factor", 1.0)
     tol = _tolerance(pair, c)
-    margin, ok, near = _status(pair[f"{col}_left"], factor * pair[f"{col}_right"], c["op"], tol, c.get("max_diff"))
+    lhs, rhs = pair[f"{col}_left"].to_numpy(float), factor * pair[f"{col}_right"].to_numpy(float)
+    margin, ok, near = _status(lhs, rhs, c["op"], tol, c.get("max_diff"))
+    within = near.copy()
+    ok, near = _settle(ok, near, c)
     verdict, numbers = _reduce_groups(pair, groups, ok, near, c)
+    frame = pair.assign(_i=np.arange(len(pair)))
+    for name, g in (frame.groupby(groups, sort=True) if groups else [("all", frame)]):
+        idx = g["_i"].to_numpy()
+        entry = numbers["groups"][_group_key(name)]
+        entry["label"] = _group_label(g, groups, pair) if groups else "all"
+        entry["worst"] = _point(pair, int(idx[np.argmin(margin[idx])]), keys, lhs, rhs, margin, tol)
+        inside = idx[within[idx]]
+        if len(inside):
+            entry["within_tol_points"] = int(len(inside))
+            entry["within_tol_margins"] = [float(margin[inside].min()), float(margin[inside].max())]
     worst = int(np.argmin(margin))
     numbers.update({
+        "left_curve": left_curve,
+        "right_curve": right_curve,
         "points": len(pair),
         "violations": int(np.sum(~ok & ~near)),
+        "within_tol": int(within.sum()),
         "worst_margin": float(margin[worst]),
         "worst_at": {k: _py(pair[k].iloc[worst]) for k in keys},
-        "left_at_worst": float(pair[f"{col}_left"].iloc[worst]),
-        "right_at_worst": float(factor * pair[f"{col}_right"].iloc[worst]),
+        "left_at_worst": float(lhs[worst]),
+        "right_at_worst": float(rhs[worst]),
         "tolerance_at_worst": float(tol[worst]),
     })
     return verdict, numbers
@@ -201,33 +274,42 @@ def _check_eventually(df, c):
     col = c.get("column", "y")
     groups = c.get("group_by", [])
     keys = ["x"] + sorted(set(c.get("match_on", [])) | set(groups))
-    pair = _pairs(df, c, keys, se=c.get("tol_se", False))
-    margin, ok, near = _status(pair[f"{col}_left"], c.get("factor", 1.0) * pair[f"{col}_right"], c["op"],
-                               _tolerance(pair, c), c.get("max_diff"))
-    frame = pair.assign(_ok=ok | near, _strict=ok & ~near)
+    pair, (left_curve, right_curve) = _pairs(df, c, keys, se=c.get("tol_se", False))
+    tol = _tolerance(pair, c)
+    lhs, rhs = pair[f"{col}_left"].to_numpy(float), c.get("factor", 1.0) * pair[f"{col}_right"].to_numpy(float)
+    margin, ok, near = _status(lhs, rhs, c["op"], tol, c.get("max_diff"))
+    ok, near = _settle(ok, near, c)
+    frame = pair.assign(_ok=ok | near, _strict=ok & ~near, _i=np.arange(len(pair)))
     out, verdicts = {}, []
     for name, g in (frame.groupby(groups, sort=True) if groups else [("all", frame)]):
         g = g.sort_values("x")
-        x0 = None
+        x0 = x0_clear = None
         for i in range(len(g)):
-            if g["_ok"].iloc[i:].all():
+            if x0 is None and g["_ok"].iloc[i:].all():
                 x0 = float(g["x"].iloc[i])
-                strict = bool(g["_strict"].iloc[i:].all())
+            if g["_strict"].iloc[i:].all():
+                x0_clear = float(g["x"].iloc[i])
                 break
-        verdicts.append("fail" if x0 is None else ("pass" if strict else "inconclusive"))
-        out["/".join(map(str, name)) if isinstance(name, tuple) else str(name)] = {"x0": x0}
-    return max(verdicts, key=SEVERITY.get), {"from_x": out}
+        v = "fail" if x0 is None else ("pass" if x0_clear == x0 else "inconclusive")
+        verdicts.append(v)
+        out[_group_key(name)] = {
+            "x0": x0, "x0_clear": x0_clear, "verdict": v,
+            "label": _group_label(g, groups, pair) if groups else "all",
+            "at_largest": _point(pair, int(g["_i"].iloc[-1]), keys, lhs, rhs, margin, tol)}
+    return max(verdicts, key=SEVERITY.get), {"from_x": out, "left_curve": left_curve, "right_curve": right_curve,
+                                             "points": len(pair)}
 
 
 def _check_mean_relative_gap(df, c):
     """mean over paired points of (right − left)/right ≥ min (e.g. "significantly outperforms")."""
     col = c.get("column", "y")
     keys = ["x"] + c.get("match_on", [])
-    pair = _pairs(df, c, keys)
+    pair, (left_curve, right_curve) = _pairs(df, c, keys)
     gap = ((pair[f"{col}_right"] - pair[f"{col}_left"]) / pair[f"{col}_right"]).to_numpy(float)
     value = float(np.mean(gap))
-    return ("pass" if value >= c["min"] else "fail"), {"mean_relative_gap": value, "min": c["min"],
-                                                       "per_point": [float(v) for v in gap]}
+    return ("pass" if value >= c["min"] else "fail"), {
+        "mean_relative_gap": value, "min": c["min"], "per_point": [float(v) for v in gap],
+        "left_curve": left_curve, "right_curve": right_curve, "points": len(pair)}
 
 
 def _check_order(df, c):
@@ -235,6 +317,7 @@ def _check_order(df, c):
     base = select(df, c.get("select"), c.get("where_x"))
     groups = c.get("group_by", [])
     keys = ["x"] + groups
+    counts_for = _tol_for(c)
     total = {"points": 0, "violations": 0, "within_tol": 0, "worst_margin": np.inf, "worst_at": None}
     values = c["values"]
     for a, b in zip(values[:-1], values[1:]):
@@ -244,17 +327,19 @@ def _check_order(df, c):
         _need_rows(hi, f"{c['by']} = {b}", c)
         pair = lo[keys + [col]].merge(hi[keys + [col]], on=keys, suffixes=("_a", "_b"))
         res = _pointwise(pair[f"{col}_a"], pair[f"{col}_b"], c["op"], tol)
+        ok, near = _settle(res["ok"], res["near"], c)
         total["points"] += len(pair)
-        total["violations"] += res["violations"]
-        total["within_tol"] += res["within_tol"]
+        total["violations"] += int(np.sum(~ok & ~near))
+        total["within_tol"] += int(np.sum(res["near"]))
         if len(pair):
             i = int(np.argmin(res["margin"]))
             if res["margin"][i] < total["worst_margin"]:
                 total["worst_margin"] = float(res["margin"][i])
                 total["worst_at"] = {"pair": [_py(a), _py(b)], **{k: _py(pair[k].iloc[i]) for k in keys}}
+                total["worst_values"] = [float(pair[f"{col}_a"].iloc[i]), float(pair[f"{col}_b"].iloc[i])]
     if total["points"] == 0:
-        return "inconclusive", {**total, "reason": "nothing to compare"}
-    return _verdict(total["violations"], total["within_tol"]), total
+        return "inconclusive", {**total, "worst_margin": None, "reason": "nothing to compare"}
+    return _verdict(total["violations"], 0 if counts_for else total["within_tol"]), total
 
 
 def _groups(d: pd.DataFrame, group_by: list[str]):
@@ -270,22 +355,31 @@ def _check_monotone(df, c):
     d = select(df, c.get("select"), c.get("where_x"))
     _need_rows(d, "select", c)
     strict = c.get("strict", True)
-    out = {"groups": 0, "violations": 0, "within_tol": 0, "min_step": None, "worst_group": None}
+    counts_for = _tol_for(c)
+    group_by = c.get("group_by", [])
+    out = {"groups": 0, "violations": 0, "within_tol": 0, "min_step": None, "worst_group": None, "worst_step": None,
+           "curves": _label(d, c.get("select"))}
     worst = np.inf
-    for name, g in _groups(d, c.get("group_by", [])):
-        y = g.sort_values("x")[col].to_numpy(float)
+    for name, g in _groups(d, group_by):
+        g = g.sort_values("x")
+        y, xs = g[col].to_numpy(float), g["x"].to_numpy(float)
         steps = np.diff(y) if c["direction"] == "increasing" else -np.diff(y)
-        # D7: a step within the tolerance is inconclusive (for a weak claim only if it goes the wrong way)
+        # D7: a step within the tolerance is inconclusive (for a weak claim only if it goes the wrong way),
+        # or fine with tol_counts: for
         near = np.abs(steps) <= tol if tol > 0 else np.zeros(len(steps), bool)
         broken = (steps <= 0) if strict else (steps < 0)
         bad = broken & ~near
+        unsure = near if strict else near & broken
         out["groups"] += 1
         out["violations"] += int(bad.sum())
-        out["within_tol"] += int((near if strict else near & broken).sum())
+        out["within_tol"] += int(unsure.sum())
         if len(steps) and steps.min() < worst:
-            worst, out["worst_group"] = float(steps.min()), name
+            i = int(np.argmin(steps))
+            worst, out["worst_group"] = float(steps[i]), name
+            out["worst_step"] = {"group": _group_label(g, group_by, d), "from_x": float(xs[i]), "to_x": float(xs[i + 1]),
+                                 "from_y": float(y[i]), "to_y": float(y[i + 1]), "step": float(steps[i])}
     out["min_step"] = None if worst == np.inf else worst
-    return _verdict(out["violations"], out["within_tol"]), out
+    return _verdict(out["violations"], 0 if counts_for else out["within_tol"]), out
 
 
 def _side(d: pd.DataFrame, bound):
@@ -299,12 +393,14 @@ def _check_bounds(df, c):
     with min_group_share / min_groups, that many groups must pass)."""
     col = c.get("column", "y")
     tol = c.get("tol", 0.0)
+    groups = c.get("group_by", [])
     d = select(df, c.get("select"), c.get("where_x")).reset_index(drop=True)
     _need_rows(d, "select", c)
     v = d[col].to_numpy(float)
     ok = ~np.isnan(v)
     near = np.zeros(len(d), bool)
-    out = {"points": len(d), "min": float(np.nanmin(v)), "max": float(np.nanmax(v))}
+    inside = np.full(len(d), np.inf)  # the smaller margin of the two sides (> 0: inside)
+    out = {"points": len(d), "min": float(np.nanmin(v)), "max": float(np.nanmax(v)), "curve": _label(d, c.get("select"))}
     for side, key, strict_key in ((_side(d, c.get("lower")), "lower", "lower_strict"),
                                   (_side(d, c.get("upper")), "upper", "upper_strict")):
         if side is None:
@@ -313,9 +409,20 @@ def _check_bounds(df, c):
         ok &= (margin > 0) if c.get(strict_key) else (margin >= 0)
         if tol > 0:
             near |= np.abs(margin) <= tol
+        inside = np.fmin(inside, margin)
         out[f"min_margin_{key}"] = float(np.nanmin(margin))
-    verdict, numbers = _reduce_groups(d, c.get("group_by", []), ok, near, c)
-    out["violations"], out["within_tol"] = int(np.sum(~ok & ~near)), int(near.sum())
+    within = near.copy()
+    ok, near = _settle(ok, near, c)
+    verdict, numbers = _reduce_groups(d, groups, ok, near, c)
+    inside = np.where(np.isnan(v), -np.inf, inside)
+    frame = d.assign(_i=np.arange(len(d)))
+    for name, g in (frame.groupby(groups, sort=True) if groups else [("all", frame)]):
+        idx = g["_i"].to_numpy()
+        i = int(idx[np.argmin(inside[idx])])
+        entry = numbers["groups"][_group_key(name)]
+        entry["label"] = _group_label(g, groups, d) if groups else "all"
+        entry["worst"] = {"x": float(d["x"].iloc[i]), "value": float(v[i]), "margin": float(inside[i])}
+    out["violations"], out["within_tol"] = int(np.sum(~ok & ~near)), int(within.sum())
     return verdict, {**out, **numbers}
 
 
@@ -327,7 +434,8 @@ def _check_near(df, c):
     value = float(d[col].iloc[0])
     rel = abs(value - c["target"]) / abs(c["target"])
     return ("pass" if rel <= c["rel_tol"] else "fail"), {
-        "x": c["x"], "value": value, "target": c["target"], "rel_error": rel, "rel_tol": c["rel_tol"]}
+        "x": c["x"], "value": value, "target": c["target"], "rel_error": rel, "rel_tol": c["rel_tol"],
+        "curve": _label(d, c.get("select"))}
 
 
 def _curve_at(d: pd.DataFrame, xs: np.ndarray, col: str, how: str) -> np.ndarray:
@@ -346,6 +454,7 @@ def _check_ratio(df, c):
     den = select(df, {**c.get("select", {}), **c["denominator"]}, c.get("where_x"))
     _need_rows(num, "numerator", c)
     _need_rows(den, "denominator", c)
+    labels = {"numerator_curve": _label(num, c["numerator"]), "denominator_curve": _label(den, c["denominator"])}
     how = c.get("interpolate", "none")
     xs = np.union1d(num["x"], den["x"]) if how != "none" else np.intersect1d(num["x"], den["x"])
     all_num, all_den = select(df, {**c.get("select", {}), **c["numerator"]}), select(df, {**c.get("select", {}), **c["denominator"]})
@@ -353,7 +462,7 @@ def _check_ratio(df, c):
     keep = np.isfinite(ratio)
     xs, ratio = xs[keep], ratio[keep]
     if len(xs) == 0:
-        return "inconclusive", {"reason": "no x where both sides are defined"}
+        return "inconclusive", {"reason": "no x where both sides are defined", **labels}
     bad = np.zeros(len(xs), bool)
     if "min" in c:
         bad |= ratio < c["min"]
@@ -363,7 +472,7 @@ def _check_ratio(df, c):
     return ("fail" if bad.any() else "pass"), {
         "points": len(xs), "violations": int(bad.sum()), "min_ratio": float(ratio[i_min]), "at_x_min": float(xs[i_min]),
         "max_ratio": float(ratio[i_max]), "at_x_max": float(xs[i_max]), "bounds": [c.get("min"), c.get("max")],
-        "interpolate": how, "violating_x": [float(v) for v in xs[bad]]}
+        "interpolate": how, "violating_x": [float(v) for v in xs[bad]], **labels}
 
 
 def _check_successive_ratio(df, c):
@@ -373,9 +482,12 @@ def _check_successive_ratio(df, c):
     y = d[col].to_numpy(float)
     ratios = y[1:] / y[:-1]
     bad = ratios < c["min"]
-    return ("fail" if bad.any() else "pass"), {
-        "ratios": {f"{_py(a)}->{_py(b)}": float(r) for a, b, r in zip(d["x"].iloc[:-1], d["x"].iloc[1:], ratios)},
-        "min": c["min"], "violations": int(bad.sum())}
+    out = {"ratios": {f"{_py(a)}->{_py(b)}": float(r) for a, b, r in zip(d["x"].iloc[:-1], d["x"].iloc[1:], ratios)},
+           "min": c["min"], "violations": int(bad.sum()), "curve": _label(d, c.get("select"))}
+    if len(ratios):
+        i = int(np.argmin(ratios))
+        out["smallest"] = {"from_x": float(d["x"].iloc[i]), "to_x": float(d["x"].iloc[i + 1]), "ratio": float(ratios[i])}
+    return ("fail" if bad.any() else "pass"), out
 
 
 def _crossing(d: pd.DataFrame, col: str) -> float | None:
@@ -399,6 +511,7 @@ def _check_crossing(df, c):
     second = select(df, {**c.get("select", {}), **c["second"]}, c.get("where_x"))
     _need_rows(first, "first", c)
     _need_rows(second, "second", c)
+    labels = {"first_curve": _label(first, c["first"]), "second_curve": _label(second, c["second"])}
     out, verdicts = {}, []
     for name, g1 in _groups(first, c.get("match_on", [])):
         g2 = second if not c.get("match_on") else second.merge(g1[c["match_on"]].drop_duplicates(), on=c["match_on"])
@@ -412,8 +525,8 @@ def _check_crossing(df, c):
         # neither curve becomes vacuous on the grid: nothing to compare for this group
         out[name] = {"first_crossing": x1, "second_crossing": x2}
     if not verdicts:
-        return "inconclusive", {"crossings": out, "reason": "no curve crosses the line on the grid"}
-    return max(verdicts, key=SEVERITY.get), {"crossings": out}
+        return "inconclusive", {"crossings": out, "reason": "no curve crosses the line on the grid", **labels}
+    return max(verdicts, key=SEVERITY.get), {"crossings": out, **labels}
 
 
 CHECKS = {
@@ -454,10 +567,11 @@ _GROUP_SHARE = ("group_by", "min_points", "min_group_share", "min_groups")  # _r
 # "abs<=", which needs max_diff (and max_diff needs it); min_group_share / min_groups need group_by.
 CHECK_KEYS: dict[str, CheckKeys] = {
     "compare": CheckKeys(("left", "right", "op"),
-                         (*_ROWS, "match_on", "at", "factor", "max_diff", "tol", "tol_se", *_GROUP_SHARE)),
-    "order": CheckKeys(("by", "values", "op"), (*_ROWS, "tol", "group_by")),
-    "monotone": CheckKeys(("direction",), (*_ROWS, "strict", "tol", "group_by")),
-    "bounds": CheckKeys((), (*_ROWS, "lower", "upper", "lower_strict", "upper_strict", "tol", *_GROUP_SHARE),
+                         (*_ROWS, "match_on", "at", "factor", "max_diff", "tol", "tol_se", "tol_counts", *_GROUP_SHARE)),
+    "order": CheckKeys(("by", "values", "op"), (*_ROWS, "tol", "tol_counts", "group_by")),
+    "monotone": CheckKeys(("direction",), (*_ROWS, "strict", "tol", "tol_counts", "group_by")),
+    "bounds": CheckKeys((), (*_ROWS, "lower", "upper", "lower_strict", "upper_strict", "tol", "tol_counts",
+                            *_GROUP_SHARE),
                         at_least_one=("lower", "upper")),
     "near": CheckKeys(("x", "target", "rel_tol"), ("select", "column")),
     "ratio": CheckKeys(("numerator", "denominator"), (*_ROWS, "min", "max", "interpolate"),
@@ -465,7 +579,7 @@ CHECK_KEYS: dict[str, CheckKeys] = {
     "successive_ratio": CheckKeys(("min",), _ROWS),
     "crossing": CheckKeys(("first", "second"), (*_ROWS, "match_on", "line")),
     "eventually": CheckKeys(("left", "right", "op"),
-                            (*_ROWS, "match_on", "at", "factor", "max_diff", "tol", "tol_se", "group_by")),
+                            (*_ROWS, "match_on", "at", "factor", "max_diff", "tol", "tol_se", "tol_counts", "group_by")),
     "mean_relative_gap": CheckKeys(("left", "right", "min"), (*_ROWS, "match_on", "at")),
 }
 CHECK_META_KEYS = ("inferred",)  # any kind: information for the reader, not read by the check
@@ -505,7 +619,11 @@ KEY_SCHEMAS: dict[str, dict] = {
     "x": {"type": "number"},
     "target": {"type": "number"},
     "rel_tol": {"type": "number", "minimum": 0},
-    "tol": {"type": "number", "minimum": 0, "description": "differences below this are inconclusive"},
+    "tol": {"type": "number", "minimum": 0,
+            "description": "absolute tolerance: a point within it is inconclusive (or satisfies the claim, tol_counts: for)"},
+    "tol_counts": {"enum": ["inconclusive", "for"],
+                   "description": "how a point within the tolerance counts: inconclusive (default: a comparison written "
+                                  "without '+ tol') | for (it satisfies the claim: the spec's 'X ≤ Y + tol')"},
     "min": {"type": "number"},
     "max": {"type": "number"},
     "interpolate": {"enum": ["none", "linear", "loglog"]},
@@ -556,6 +674,11 @@ def _kind_schema(kind: str) -> dict:
                       "then": {"title": f"{title} with op 'abs<='", "required": ["max_diff"]}})
         out["dependentSchemas"] = {"max_diff": {"properties": {"op": {
             "const": "abs<=", "description": "max_diff applies only to op 'abs<='"}}}}
+    if "tol_counts" in keys:
+        needs = [k for k in ("tol", "tol_se") if k in keys]
+        rules.append({"if": {"required": ["tol_counts"]},
+                      "then": {"title": f"{title} with tol_counts", "anyOf": [{"required": [k]} for k in needs],
+                               "description": f"tol_counts needs a tolerance: {' or '.join(needs)}"}})
     dependent = {k: ["group_by"] for k in ("min_group_share", "min_groups") if k in keys}
     if dependent:
         out["dependentRequired"] = dependent
@@ -592,29 +715,434 @@ def _py(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def evaluate_claim(df: pd.DataFrame, claim: dict, data_source: str) -> dict:
+# --------------------------------------------------------------------------------------------------
+# reasons: one sentence per check and per claim, built from the numbers the check returned
+# --------------------------------------------------------------------------------------------------
+
+OP_TEXT = {"<": "<", "<=": "≤", ">": ">", ">=": "≥"}
+NOT_OP = {"<": "≥", "<=": ">", ">": "≤", ">=": "<"}
+VERB = {"pass": "passes", "fail": "fails", "inconclusive": "inconclusive"}
+
+
+def fmt(v) -> str:
+    """A measured value, 3 significant digits (0.680, 0.00269, 3,267, 5e+09)."""
+    if v is None:
+        return "none"
+    v = float(v)
+    if not math.isfinite(v):
+        return "∞" if v > 0 else ("−∞" if v < 0 else "nan")
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1e6 or a < 1e-4:
+        return f"{v:.3g}"
+    if a >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:#.3g}".rstrip(".")
+
+
+def fmt_x(v) -> str:
+    """A grid value as given (0.125, 3, 18)."""
+    v = float(v)
+    return f"{v:,.0f}" if v.is_integer() and 1000 <= abs(v) < 1e6 else f"{v:g}"
+
+
+def fmt_cfg(v) -> str:
+    """A configured threshold as written (0.005, 0.02, 2,100)."""
+    return fmt_x(v) if isinstance(v, (int, float)) else str(v)
+
+
+def _at(at: dict, x_name: str) -> str:
+    parts = [f"{x_name} = {fmt_x(at['x'])}"]
+    parts += [f"panel {v}" if k == "panel" else f"{k} {v}" for k, v in at.items() if k != "x"]
+    return "at " + ", ".join(parts)
+
+
+def _relation(c: dict, n: dict) -> tuple[str, str, str]:
+    """(left label, right label with factor, the claimed relation in words)."""
+    left, right = n.get("left_curve", "left"), n.get("right_curve", "right")
+    if c.get("factor", 1.0) != 1.0:
+        right = f"{fmt_cfg(c['factor'])}×{right}"
+    if c["op"] == "abs<=":
+        return left, right, f"|{left} − {right}| ≤ {fmt_cfg(c['max_diff'])}"
+    plus = ""
+    if _tol_for(c) and (c.get("tol") or c.get("tol_se")):
+        plus = " + tol" if c["op"] in ("<", "<=") else " − tol"
+    return left, right, f"{left} {OP_TEXT[c['op']]} {right}{plus}"
+
+
+def _point_text(p: dict, c: dict, left: str, right: str, x_name: str, how: str) -> str:
+    """One compared point: `how` = violation | within | closest."""
+    text = f"{_at(p['at'], x_name)}, {left} {fmt(p['left'])} vs {right} {fmt(p['right'])}"
+    diff, tol = abs(p["left"] - p["right"]), p["tolerance"]
+    if how == "within":
+        return text + f", difference {fmt(diff)} within the tolerance {fmt(tol)}"
+    if how == "closest":
+        return f"{_at(p['at'], x_name)}: {fmt(p['left'])} vs {fmt(p['right'])}"
+    if c["op"] == "abs<=":
+        return text + f", |difference| {fmt(diff)} > {fmt_cfg(c['max_diff'])}" + (f" + tolerance {fmt(tol)}" if tol else "")
+    if tol:
+        return text + f", difference {fmt(diff)} > tolerance {fmt(tol)}"
+    return text + f", so {left} {NOT_OP[c['op']]} {right}"
+
+
+def _points_word(c: dict, x_name: str) -> str:
+    return "points" if (set(c.get("match_on", [])) | set(c.get("group_by", []))) else f"{x_name} values"
+
+
+def _groups_word(c: dict) -> str:
+    return "panels" if c.get("group_by") == ["panel"] else "groups"
+
+
+def _count_text(g: dict, c: dict, x_name: str) -> str:
+    pts, need, sat = g["points"], g["needed"], g["satisfied"]
+    word = _points_word(c, x_name)
+    if need >= pts:
+        return f"at all {pts} {word}" if pts > 1 else ""
+    return f"at {sat} of {pts} {word} ({need} needed)"
+
+
+def _within_note(g: dict) -> str:
+    k = g.get("within_tol_points", 0)
+    if not k:
+        return ""
+    lo, hi = g["within_tol_margins"]
+    span = fmt(lo) if math.isclose(lo, hi) else f"{fmt(lo)} to {fmt(hi)}"
+    return f"{k} of them only within the tolerance (margins {span})"
+
+
+def _reason_compare(c, verdict, n, x_name):
+    left, right, rel = _relation(c, n)
+    where = {"first": f" at the smallest {x_name}", "last": f" at the largest {x_name}"}.get(c.get("at"), "")
+    groups = n["groups"]
+    gb = c.get("group_by", [])
+    if gb:
+        unit = _groups_word(c)
+        shared = "min_group_share" in c or "min_groups" in c
+        need = n["groups_needed"] if shared else len(groups)
+        n_pass = sum(g["verdict"] == "pass" for g in groups.values())
+        head = f"{rel}{where} in {n_pass} of {len(groups)} {unit}" + (f" ({need} needed)" if shared else "")
+        if verdict == "pass":
+            return head
+        if verdict == "fail":
+            bad = [g for g in groups.values() if g["verdict"] == "fail"]
+            worst = min(bad, key=lambda g: g["worst"]["margin"])
+            return head + f"; worst: {_point_text(worst['worst'], c, left, right, x_name, 'violation')}"
+        unsure = [g for g in groups.values() if g["verdict"] == "inconclusive"]
+        example = unsure[0]["worst"]
+        return head + f"; {len(unsure)} more only within the tolerance (e.g. " \
+                      f"{_point_text(example, c, left, right, x_name, 'within')})"
+    g = next(iter(groups.values()))
+    count = _count_text(g, c, x_name)
+    if verdict == "pass":
+        parts = [f"{rel}{where}" + (f" {count}" if count else "")]
+        note = _within_note(g)
+        if note:
+            parts.append(note)
+        else:
+            parts.append("closest " + _point_text(g["worst"], c, left, right, x_name, "closest"))
+        return "; ".join(parts)
+    if verdict == "fail":
+        if g["needed"] < g["points"]:
+            return f"{rel}{where} at only {g['satisfied'] + g['within_tol']} of {g['points']} " \
+                   f"{_points_word(c, x_name)} ({g['needed']} needed); worst " \
+                   f"{_point_text(g['worst'], c, left, right, x_name, 'violation')}"
+        return _point_text(g["worst"], c, left, right, x_name, "violation")
+    # inconclusive
+    return f"{rel}{where} clearly at {g['satisfied']} of {g['points']} {_points_word(c, x_name)} " \
+           f"({g['needed']} needed), {g['within_tol']} within the tolerance (e.g. " \
+           f"{_point_text(g['worst'], c, left, right, x_name, 'within')})"
+
+
+def _reason_eventually(c, verdict, n, x_name):
+    left, right, rel = _relation(c, {**n})
+    parts = []
+    for key, g in n["from_x"].items():
+        who = "" if key == "all" else f"{g.get('label', key)}: "
+        if g["verdict"] == "pass":
+            parts.append(f"{who}{rel} for every {x_name} ≥ {fmt_x(g['x0'])}")
+        elif g["verdict"] == "inconclusive":
+            clear = (f"clearly only from {x_name} = {fmt_x(g['x0_clear'])} on" if g.get("x0_clear") is not None
+                     else f"never clearly, even at the largest {x_name}")
+            parts.append(f"{who}{rel} holds from {x_name} = {fmt_x(g['x0'])} on only inside the tolerance band ({clear})")
+        else:
+            p = g["at_largest"]
+            parts.append(f"{who}{rel} fails even at the largest {x_name}: "
+                         + _point_text(p, c, left, right, x_name, "violation"))
+    wanted = [p for p, g in zip(parts, n["from_x"].values()) if g["verdict"] == verdict] or parts
+    return "; ".join(wanted)
+
+
+def _reason_mean_relative_gap(c, verdict, n, x_name):
+    left, right = n.get("left_curve", "left"), n.get("right_curve", "right")
+    return f"mean relative gap ({right} − {left})/{right} over {n['points']} {x_name} values is " \
+           f"{n['mean_relative_gap']:.1%} ({'≥' if verdict == 'pass' else '<'} {c['min']:.0%})"
+
+
+def _reason_order(c, verdict, n, x_name):
+    by, op = c["by"], OP_TEXT[c["op"]]
+    chain = f" {op} ".join(f"{by} = {v}" for v in c["values"])
+    if n["points"] == 0:
+        return f"{chain}: nothing to compare"
+    if verdict == "pass":
+        return f"{chain} at all {n['points']} points (smallest margin {fmt(n['worst_margin'])})"
+    at = n["worst_at"]
+    a, b = at["pair"]
+    where = _at({k: v for k, v in at.items() if k != "pair"}, x_name)
+    ya, yb = n.get("worst_values", [math.nan, math.nan])
+    what = "violates" if verdict == "fail" else "is within the tolerance of"
+    return f"{where}, {by} = {a} gives {fmt(ya)} vs {by} = {b} {fmt(yb)}, which {what} {op}" + (
+        f" ({n['violations']} of {n['points']} points violate it)" if verdict == "fail" else "")
+
+
+def _reason_monotone(c, verdict, n, x_name):
+    strict = c.get("strict", True)
+    way = {("decreasing", True): "decreasing", ("decreasing", False): "non-increasing",
+           ("increasing", True): "increasing", ("increasing", False): "non-decreasing"}[(c["direction"], strict)]
+    tol = c.get("tol", 0.0)
+    head = f"{n.get('curves', 'the curves')} {way} in {x_name}" + (" within the tolerance" if tol and _tol_for(c) else "")
+    w = n.get("worst_step")
+    if w is None:
+        return head + ": nothing to compare"
+    move = (w["to_y"] - w["from_y"])
+    step = f"{w['group']} {'rises' if move > 0 else 'falls'} by {fmt(abs(move))} from {x_name} = {fmt_x(w['from_x'])} " \
+           f"to {fmt_x(w['to_x'])} ({fmt(w['from_y'])} → {fmt(w['to_y'])})"
+    every = {1: "", 2: " (both curves)"}.get(n["groups"], f" (all {n['groups']} curves)")
+    if verdict == "pass":
+        if w["step"] < 0:
+            return f"{head}{every}; largest step the wrong way: {step}" + (
+                f", within the tolerance {fmt_cfg(tol)}" if tol else "")
+        return f"{head}{every}"
+    if verdict == "fail":
+        return f"{step}" + (f", beyond the tolerance {fmt_cfg(tol)}" if tol else "") + \
+               f" ({n['violations']} such step{'s' if n['violations'] != 1 else ''})"
+    return f"{step}, within the tolerance {fmt_cfg(tol)}"
+
+
+def _bound_text(c) -> str:
+    lo, hi = c.get("lower"), c.get("upper")
+    lo_op = "<" if c.get("lower_strict") else "≤"
+    hi_op = "<" if c.get("upper_strict") else "≤"
+    if lo is not None and hi is not None:
+        return f"{fmt_cfg(lo)} {lo_op} y {hi_op} {fmt_cfg(hi)}"
+    return f"y {hi_op} {fmt_cfg(hi)}" if hi is not None else f"y {'>' if c.get('lower_strict') else '≥'} {fmt_cfg(lo)}"
+
+
+def _reason_bounds(c, verdict, n, x_name):
+    rel = _bound_text(c).replace("y", n.get("curve", "y"), 1)
+    per = n["groups"]
+    unit = _groups_word(c)
+
+    def count(g, only=False):
+        if g["needed"] >= g["points"] and not only:
+            return f"at all {g['points']} {x_name} values"
+        return f"at {'only ' if only else ''}{g['satisfied']} of {g['points']} {x_name} values ({g['needed']} needed)"
+
+    def worst(g):
+        w = g["worst"]
+        return f"worst {fmt(w['value'])} at {x_name} = {fmt_x(w['x'])}"
+
+    if len(per) == 1:
+        g = next(iter(per.values()))
+        if verdict == "pass":
+            return f"{rel} {count(g)}"
+        return f"{rel} {count(g, only=True)}" + (f", {g['within_tol']} more within the tolerance" if g["within_tol"] else "") \
+            + f"; {worst(g)}"
+    shared = "min_group_share" in c or "min_groups" in c
+    if verdict == "pass":
+        fewest = min(per.values(), key=lambda g: g["satisfied"])
+        head = f"{rel} in {n['groups_passing']} of {len(per)} {unit} ({n['groups_needed']} needed)" if shared else \
+            f"{rel} in all {len(per)} {unit}"
+        return head + (f" (fewest: {fewest['satisfied']} of {fewest['points']} {x_name} values, {fewest['label']})"
+                       if fewest["needed"] < fewest["points"] else "")
+    bad = [g for g in per.values() if g["verdict"] == verdict]
+    g = min(bad, key=lambda g: g["worst"]["margin"])
+    head = f"{rel} {count(g, only=True)} in {g['label']}"
+    if shared:
+        return head + f": {n['groups_passing']} of {len(per)} {unit} pass ({n['groups_needed']} needed); {worst(g)}"
+    return head + (f" (and {len(bad) - 1} more of the {len(per)} {unit})" if len(bad) > 1 else "") + f"; {worst(g)}"
+
+
+def _reason_near(c, verdict, n, x_name):
+    return f"at {x_name} = {fmt_x(n['x'])}, {n.get('curve', 'y')} is {fmt(n['value'])} vs the paper's " \
+           f"{fmt_cfg(n['target'])} (relative error {n['rel_error']:.1%} {'≤' if verdict == 'pass' else '>'} " \
+           f"{n['rel_tol']:.0%})"
+
+
+def _reason_ratio(c, verdict, n, x_name):
+    ratio = f"{n.get('numerator_curve', 'numerator')} / {n.get('denominator_curve', 'denominator')}"
+    if "min_ratio" not in n:
+        return f"{ratio}: {n.get('reason', 'nothing to compare')}"
+    lo, hi = c.get("min"), c.get("max")
+    bounds = " and ".join(s for s in (f"≥ {fmt_cfg(lo)}" if lo is not None else "",
+                                       f"≤ {fmt_cfg(hi)}" if hi is not None else "") if s)
+    span = f"{ratio} ranges from {fmt(n['min_ratio'])} ({x_name} = {fmt_x(n['at_x_min'])}) to {fmt(n['max_ratio'])} " \
+           f"({x_name} = {fmt_x(n['at_x_max'])})"
+    if verdict == "pass":
+        return f"{span}, {bounds} at all {n['points']} points"
+    return f"{span}: not {bounds} at {n['violations']} of {n['points']} points"
+
+
+def _reason_successive_ratio(c, verdict, n, x_name):
+    s = n.get("smallest")
+    if s is None:
+        return "fewer than two points"
+    step = f"from {x_name} = {fmt_x(s['from_x'])} to {fmt_x(s['to_x'])} {n.get('curve', 'y')} grows ×{fmt(s['ratio'])}"
+    if verdict == "pass":
+        return f"{n.get('curve', 'y')} grows at least ×{fmt(s['ratio'])} per step (required ×{fmt_cfg(c['min'])})"
+    return f"{step} < ×{fmt_cfg(c['min'])} ({n['violations']} step{'s' if n['violations'] != 1 else ''} too small)"
+
+
+def _reason_crossing(c, verdict, n, x_name):
+    first, second = n.get("first_curve", "first"), n.get("second_curve", "second")
+    if verdict == "inconclusive":
+        return f"neither {first} nor {second} reaches y = {x_name} on the grid"
+    parts = []
+    for key, g in n["crossings"].items():
+        x1, x2 = g["first_crossing"], g["second_crossing"]
+        who = "" if key == "all" else f"{', '.join(c.get('match_on', []))} = {key}: "
+        t1 = f"at {x_name} = {fmt(x1)}" if x1 is not None else "not on the grid"
+        t2 = f"at {x_name} = {fmt(x2)}" if x2 is not None else "not on the grid"
+        parts.append(f"{who}{first} reaches y = {x_name} {t1}, {second} {t2}")
+    return "; ".join(parts)
+
+
+REASONS = {
+    "compare": _reason_compare,
+    "order": _reason_order,
+    "monotone": _reason_monotone,
+    "bounds": _reason_bounds,
+    "near": _reason_near,
+    "ratio": _reason_ratio,
+    "successive_ratio": _reason_successive_ratio,
+    "crossing": _reason_crossing,
+    "eventually": _reason_eventually,
+    "mean_relative_gap": _reason_mean_relative_gap,
+}
+
+
+def check_reason(check: dict, verdict: str, numbers: dict, x_name: str = "x") -> str:
+    """Why a check got its verdict, in words built from its numbers (without the leading verdict)."""
+    return REASONS[check["kind"]](check, verdict, numbers, x_name)
+
+
+def claim_reason(results: list[dict], verdict: str, data_source: str) -> str:
+    """One sentence: the verdict and the reasons of the checks that decided it."""
+    decisive = [r["reason"] for r in results if r["verdict"] == verdict] or [r["reason"] for r in results]
+    body = "; ".join(decisive)
+    if data_source == "standin":
+        return f"stand-in data, not evidence (on the synthetic data it {VERB[verdict]}: {body})"
+    return f"{VERB[verdict]}: {body}"
+
+
+def evaluate_claim(df: pd.DataFrame, claim: dict, data_source: str, x_name: str = "x") -> dict:
     results = []
     for check in claim["checks"]:
         verdict, numbers = CHECKS[check["kind"]](df, check)
-        results.append({"check": check, "verdict": verdict, "numbers": numbers})
+        results.append({"check": check, "verdict": verdict, "reason": check_reason(check, verdict, numbers, x_name),
+                        "numbers": numbers})
     verdict = max((r["verdict"] for r in results), key=SEVERITY.get)
-    out = {
+    return {
         "id": claim["id"],
         "claim": claim["claim"],
         "note": claim.get("note", ""),
         "verdict": "stand-in" if data_source == "standin" else verdict,
         "verdict_on_data": verdict,
+        "reason": claim_reason(results, verdict, data_source),
         "checks": results,
     }
+
+
+def evaluate(df: pd.DataFrame, claims: list[dict], data_source: str, x_name: str = "x") -> list[dict]:
+    """Evaluate every claim of a figure; a check that cannot be evaluated raises ClaimSpecError. `x_name` names
+    x in the reasons (e.g. "ε")."""
+    return [evaluate_claim(df, claim, data_source, x_name) for claim in claims]
+
+
+def x_name_of(df: pd.DataFrame, default: str = "x") -> str:
+    """How the reasons name x: a parameter column equal to x on every row (e.g. kato2024's k), else `default`."""
+    for col in df.columns:
+        if col in ("x", "y", "paper", "figure", "panel", "curve") or not pd.api.types.is_numeric_dtype(df[col]):
+            continue
+        if np.allclose(df[col].to_numpy(float), df["x"].to_numpy(float), rtol=1e-12, atol=0, equal_nan=False):
+            return col
+    return default
+
+
+# --------------------------------------------------------------------------------------------------
+# causes: why a verdict is not a pass, where known
+# --------------------------------------------------------------------------------------------------
+
+CAUSES = {
+    "stand-in": "synthetic stand-in data: not evidence either way",
+    "documented-difference": "a documented difference between the paper and the authors' code",
+    "reduced-scale": "a reduced-scale run: not the paper-scale result",
+    "not-reproduced": "not reproduced: a finding at paper scale on real data",
+}
+
+
+def scale_reductions(paper_params: dict, params: dict, prefix: str = "") -> dict:
+    """Settings whose value in this run differs from the paper's: {"trials": [paper, used], "step_grids.local.num":
+    [...]} (only keys the paper file sets)."""
+    out = {}
+    for key, value in (paper_params or {}).items():
+        used = params.get(key) if isinstance(params, dict) else None
+        if isinstance(value, dict) and isinstance(used, dict):
+            out.update(scale_reductions(value, used, f"{prefix}{key}."))
+        elif used is not None and used != value:
+            out[f"{prefix}{key}"] = [value, used]
     return out
 
 
-def evaluate(df: pd.DataFrame, claims: list[dict], data_source: str) -> list[dict]:
-    """Evaluate every claim of a figure; a check that cannot be evaluated raises ClaimSpecError."""
-    return [evaluate_claim(df, claim, data_source) for claim in claims]
+def _reductions_text(scale: str, reductions: dict) -> str:
+    shown = ", ".join(f"{k} {_short(v[1])} (paper {_short(v[0])})" for k, v in list(reductions.items())[:4])
+    more = f" and {len(reductions) - 4} more" if len(reductions) > 4 else ""
+    return f"scale '{scale}': {shown}{more}"
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return fmt_cfg(v)
+    text = str(v)
+    return text if len(text) <= 24 else text[:21] + "…"
+
+
+def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mode: str = "none",
+             other_verdict: str | None = None, difference: str = "") -> tuple[str | None, str]:
+    """(cause, short text) of a claim's verdict: None for a pass; for the others, in this order: `stand-in`
+    (synthetic data), `documented-difference` (in the default mode the authors-code variant of the same figure
+    passes the claim: `other_verdict`; `difference` names it, e.g. the claim's note), `reduced-scale` (this run's
+    settings differ from the paper's: `reductions`), else `not-reproduced` (a genuine finding at paper scale on real
+    data)."""
+    verdict = result["verdict"]
+    if verdict == "pass":
+        return None, ""
+    if verdict == "stand-in" or data_source == "standin":
+        return "stand-in", CAUSES["stand-in"]
+    if mode == "none" and other_verdict == "pass":
+        text = "the authors-code variant passes this claim"
+        if difference:
+            text += f": {difference}"
+        if reductions:
+            text += f" ({_reductions_text(scale, reductions)})"
+        return "documented-difference", text
+    if reductions:
+        return "reduced-scale", f"{_reductions_text(scale, reductions)}; a reduced-scale verdict is not the paper-scale result"
+    return "not-reproduced", CAUSES["not-reproduced"] + (f" (scale '{scale}')" if scale else "")
 
 
 def summarize_check(check: dict) -> str:
     """A one-line human description of a check (for the report)."""
     c = {k: v for k, v in check.items() if k != "kind"}
     return f"{check['kind']}(" + ", ".join(f"{k}={v}" for k, v in c.items()) + ")"
+
+
+def rounded(obj, digits: int = 4):
+    """A copy of JSON-like numbers with floats rounded to `digits` significant digits (for display)."""
+    if isinstance(obj, float):
+        return float(f"{obj:.{digits}g}") if math.isfinite(obj) else obj
+    if isinstance(obj, dict):
+        return {k: rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [rounded(v, digits) for v in obj]
+    return obj

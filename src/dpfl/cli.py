@@ -41,8 +41,7 @@ def cmd_config(args) -> int:
 
     cfg = load(_project_root(), {"scale": args.scale} if args.scale else None)
     out = {"globals": cfg.globals, "data_mirror_resolved": cfg.data_mirror(), "papers": cfg.papers}
-    json.dump(out, sys.stdout, indent=2, default=str)
-    print()
+    sys.stdout.write(json.dumps(out, indent=2, default=str, ensure_ascii=False) + "\n")  # ε, σ, ≤ as written
     return 0
 
 
@@ -69,6 +68,23 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _bounded(kind, name: str, low=None, high=None, low_open: bool = False, high_open: bool = False):
+    """An argparse type that parses `kind` and checks the bounds, with a one-line message instead of a traceback."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a{'n integer' if kind is int else ' number'}, got {text!r}")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{name} must be finite, got {text!r}")
+        if low is not None and (value <= low if low_open else value < low):
+            raise argparse.ArgumentTypeError(f"{name} must be {'>' if low_open else '≥'} {low}, got {value}")
+        if high is not None and (value >= high if high_open else value > high):
+            raise argparse.ArgumentTypeError(f"{name} must be {'<' if high_open else '≤'} {high}, got {value}")
+        return value
+    return parse
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="dpfl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -79,11 +95,15 @@ def main(argv=None) -> int:
     p.add_argument("--scale", choices=["smoke", "quick", "paper"])
     p.set_defaults(func=cmd_config)
     p = sub.add_parser("epsilon", help="ε of the Poisson-subsampled Gaussian mechanism")
-    p.add_argument("--q", type=float, required=True, help="sampling rate")
-    p.add_argument("--sigma", type=float, required=True, help="noise multiplier (std / sensitivity)")
-    p.add_argument("--steps", type=int, required=True)
-    p.add_argument("--delta", type=float, required=True)
-    p.add_argument("--group-k", type=int, default=0, help="also report ε for groups of k records")
+    p.add_argument("--q", type=_bounded(float, "q", low=0, low_open=True, high=1), required=True,
+                   help="sampling rate, 0 < q ≤ 1")
+    p.add_argument("--sigma", type=_bounded(float, "sigma", low=0, low_open=True), required=True,
+                   help="noise multiplier (std / sensitivity), > 0")
+    p.add_argument("--steps", type=_bounded(int, "steps", low=1), required=True, help="compositions, ≥ 1")
+    p.add_argument("--delta", type=_bounded(float, "delta", low=0, low_open=True, high=1, high_open=True),
+                   required=True, help="0 < δ < 1")
+    p.add_argument("--group-k", type=_bounded(int, "group-k", low=0), default=0,
+                   help="also report ε for groups of k records")
     p.add_argument("--compat", choices=["none", "authors-code"], default="none")
     p.set_defaults(func=cmd_epsilon)
     p = sub.add_parser("bench", help="speed and memory of the experiment figures at paper scale")

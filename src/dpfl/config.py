@@ -11,6 +11,7 @@ of a claim: dpfl.claims.check_schema(), see _generated_schemas).
 from __future__ import annotations
 
 import copy
+import functools
 import difflib
 import os
 from dataclasses import dataclass, field
@@ -41,7 +42,10 @@ def _read_yaml(path: Path):
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}{where}: not valid YAML: {problem}") from None
     return {} if data is None else data
 
 
@@ -65,25 +69,47 @@ def _fill_defaults(validator, properties, instance, schema):
 _DefaultFillingValidator = validators.extend(Draft202012Validator, {"properties": _fill_defaults})
 
 
-def _validator(schema_path: Path, transform=None, fill_defaults: bool = False) -> Draft202012Validator:
-    """A validator of the schema file; `$ref`s to other schema files are read from disk, those to a generated
-    schema (_generated_schemas) are generated; `transform` applies to each. fill_defaults: validating fills
-    missing properties that have a default."""
-    schema = _read_yaml(schema_path)
-    if transform is not None:
-        schema = transform(schema)
-    schema["$id"] = schema_path.resolve().as_uri()
+@functools.lru_cache(maxsize=None)
+def _schema_file(path: str, mtime_ns: int):
+    """A schema file's contents, read once per process (and again only if the file changes): a validation
+    follows hundreds of `$ref`s into the same few files."""
+    return _read_yaml(Path(path))
+
+
+def _schema(path: Path, transform=None):
+    """A fresh copy of a schema (file or generated), transformed if asked (validators never share mutable state)."""
+    generated = _generated_schemas()
+    uri = path if isinstance(path, str) else None
+    if uri is not None and uri in generated:
+        contents = generated[uri]()
+    else:
+        path = Path(url2pathname(urlparse(path).path)) if isinstance(path, str) else path
+        contents = copy.deepcopy(_schema_file(str(path), path.stat().st_mtime_ns if path.exists() else 0))
+    return transform(contents) if transform is not None else contents
+
+
+@functools.lru_cache(maxsize=64)
+def _validator_cached(schema_path: str, mtime_ns: int, transform, fill_defaults: bool) -> Draft202012Validator:
+    path = Path(schema_path)
+    schema = _schema(path, transform)
+    schema["$id"] = path.resolve().as_uri()
+    resources = {}
 
     def retrieve(uri):
-        generated = _generated_schemas()
-        if uri in generated:
-            referenced = generated[uri]()
-        else:
-            referenced = _read_yaml(Path(url2pathname(urlparse(uri).path)))
-        return Resource.from_contents(transform(referenced) if transform is not None else referenced)
+        if uri not in resources:  # each referenced schema once per validator
+            resources[uri] = Resource.from_contents(_schema(uri, transform))
+        return resources[uri]
 
     registry = Registry(retrieve=retrieve).with_resource(schema["$id"], Resource.from_contents(schema))
     return (_DefaultFillingValidator if fill_defaults else Draft202012Validator)(schema, registry=registry)
+
+
+def _validator(schema_path: Path, transform=None, fill_defaults: bool = False) -> Draft202012Validator:
+    """A validator of the schema file; `$ref`s to other schema files are read from disk, those to a generated
+    schema (_generated_schemas) are generated; `transform` applies to each. fill_defaults: validating fills
+    missing properties that have a default. Cached per (file, its mtime, transform, fill_defaults)."""
+    path = Path(schema_path).resolve()
+    return _validator_cached(str(path), path.stat().st_mtime_ns, transform, fill_defaults)
 
 
 def _key_path(path) -> str:
@@ -115,6 +141,13 @@ def _describe(error) -> str:
         return f"{where}: expected {error.validator_value}, got {type(error.instance).__name__} {error.instance!r}"
     if error.validator == "required":
         return f"{where}: {error.message}{context}"
+    bounds = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<",
+              "minItems": "have at least", "maxItems": "have at most", "minLength": "have at least"}
+    if error.validator in bounds:
+        unit = " items" if error.validator.endswith("Items") else (" characters" if error.validator == "minLength" else "")
+        op = bounds[error.validator]
+        rule = f"must {op} {error.validator_value}{unit}" if op.startswith("have") else f"must be {op} {error.validator_value}"
+        return f"{where}: {error.instance!r} {rule}{context}"
     desc = schema.get("description")
     if error.validator in ("anyOf", "oneOf") and desc:  # the default message repeats the whole instance
         return f"{where}: {desc}{context}"
@@ -165,7 +198,7 @@ def deep_merge(base: dict, overlay: dict) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-PAPER_STRUCTURE_KEYS = ("paper", "figures", "compat", "allocations")  # the rest of a paper file are its settings
+PAPER_STRUCTURE_KEYS = ("paper", "figures", "compat", "allocations", "claims")  # the rest of a paper file are its settings
 
 
 @dataclass
@@ -223,10 +256,11 @@ class ProjectConfig:
         raise ConfigError(f"unknown allocation {name!r}; configured allocations: {', '.join(known) or '(none)'}")
 
     def data_mirror(self) -> str | None:
-        """The local dataset mirror: `data_mirror`, else $DPFL_DATA_MIRROR, as an absolute path (a relative
-        one is relative to the project root), or None."""
+        """The local dataset mirror: `data_mirror`, else $DPFL_DATA_MIRROR, as an absolute path with symlinks
+        resolved (a relative one is relative to the project root), or None. Resolved, so that one folder is one
+        mirror, whichever link names it."""
         mirror = self.globals.get("data_mirror") or os.environ.get("DPFL_DATA_MIRROR") or None
-        return None if mirror is None else os.path.normpath(self.root / Path(mirror).expanduser())
+        return None if mirror is None else os.path.realpath(self.root / Path(mirror).expanduser())
 
     def data_source(self, dataset: str) -> str:
         """auto | real | standin for one dataset: its `dataset_source` override, else the global `data_source`."""

@@ -53,6 +53,24 @@ def atomic_path(path: str | Path):
             os.unlink(tmp)
 
 
+class Progress:
+    """Progress lines for a job's log: "label k/n, elapsed, ETA" after each step (Snakemake jobs write to log
+    files, where a redrawn progress bar would be noise)."""
+
+    def __init__(self, total: int, log, label: str = ""):
+        import time
+
+        self.total, self.log, self.label, self.done = total, log, label, 0
+        self._clock = time.perf_counter
+        self.start = self._clock()
+
+    def step(self, message: str = "") -> None:
+        self.done += 1
+        elapsed = self._clock() - self.start
+        eta = elapsed / self.done * (self.total - self.done)
+        self.log(f"{self.label} {self.done}/{self.total} ({elapsed:.0f} s, ETA {eta:.0f} s){': ' + message if message else ''}")
+
+
 def write_json(obj, path) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")

@@ -20,13 +20,16 @@ class CellJob:
     mode: str  # none | authors-code (only a label here: the mode's effect is already merged into params)
     scale: str
     seed: int
-    threads: int
     device: str  # auto | cpu | cuda
     params: dict  # the figure's params in this mode, reduced to what the cell uses
     settings: dict  # paper-level settings the cell uses (e.g. noise_calibration)
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+# How many threads a job may use is not part of its job (it does not change a result, so changing it must not rerun
+# anything): the rule passes Snakemake's `threads` to the runner separately.
 
 
 def layout(paper: str, figure: str):
@@ -60,6 +63,6 @@ def build_cell_job(cfg, paper: str, figure: str, cell: str, mode: str, **overrid
                                                          cfg.paper_settings(paper), cell)
     g = cfg.globals
     job = dict(paper=paper, figure=figure, cell=cell, mode=mode, scale=g["scale"], seed=g["seed"],
-               threads=g["threads"], device=g["device"], params=params, settings=settings)
+               device=g["device"], params=params, settings=settings)
     job.update(overrides)
     return CellJob(**job)

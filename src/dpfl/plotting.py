@@ -1,4 +1,4 @@
-"""Shared figure conventions: style, the mode/provenance corner note, the stand-in watermark, and
+"""Shared figure conventions: style, the mode/data/scale corner note, the stand-in watermark, and
 deterministic PNG/PDF output (no timestamps, so the same data gives the same bytes)."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.layout_engine import ConstrainedLayoutEngine  # noqa: E402
 
 STANDIN_WATERMARK = "SYNTHETIC STAND-IN DATA"
 PALETTE = plt.get_cmap("tab10").colors
@@ -26,9 +27,16 @@ def setup():
 
 
 def annotate(fig, meta: dict) -> None:
-    """Mode in a corner; a diagonal watermark when any input is a synthetic stand-in."""
+    """Mode, data source and scale in the bottom-left corner (a run below paper scale says so), in a band kept free
+    below the axes; a diagonal watermark when any input is a synthetic stand-in."""
     note = f"mode: {meta['mode']}  ·  data: {meta['data_source']}"
-    fig.text(0.005, 0.005, note, ha="left", va="bottom", fontsize=6, color="0.4")  # bottom-left: clear of labels
+    if meta.get("scale"):
+        note += f"  ·  scale: {meta['scale']}" + ("" if meta["scale"] == "paper" else " (not the paper-scale run)")
+    engine = fig.get_layout_engine()
+    if isinstance(engine, ConstrainedLayoutEngine):  # keep the note clear of the axis labels
+        band = 10 / (fig.get_figheight() * 72)  # one line of 6-pt text, in figure height
+        engine.set(rect=(0, band, 1, 1 - band))
+    fig.text(0.005, 0.005, note, ha="left", va="bottom", fontsize=6, color="0.4")
     if meta.get("data_source") == "standin":
         fig.text(0.5, 0.5, STANDIN_WATERMARK, ha="center", va="center", rotation=25, fontsize=26,
                  color="red", alpha=0.25, weight="bold")

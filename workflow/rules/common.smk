@@ -52,13 +52,15 @@ def figure_dir(paper, figure, mode):
 
 
 def modes_for(paper, figure):
-    """Modes in which `all` builds a figure: the paper's `compat` setting, plus the authors-code
-    variant when `compat_variants` is on. Figures without an authors-code difference have one mode."""
+    """Modes in which `all` builds a figure: the paper's `compat` setting, plus the authors-code variant when
+    `compat_variants` is on or the figure asks for it (`authors_code.build_by_default`: its verdicts hinge on a
+    documented difference). Figures without an authors-code difference have one mode."""
     if not FIGURES[(paper, figure)].has_compat:
         return ["none"]
     if CFG.mode(paper) == "authors-code":
         return ["authors-code"]
-    return ["none", "authors-code"] if CFG.globals["compat_variants"] else ["none"]
+    wanted = CFG.globals["compat_variants"] or CFG.figure(paper, figure).get("authors_code", {}).get("build_by_default")
+    return ["none", "authors-code"] if wanted else ["none"]
 
 
 def figure_outputs(paper, figure, mode):
@@ -95,3 +97,23 @@ def stage_code(stage):
                 files |= set(code_files(ref))
         return sorted(files)
     return inputs
+
+
+def _unknown_dataset(wildcards):
+    raise WorkflowError(f"unknown dataset {wildcards.name!r}; known datasets (config/datasets.yaml): "
+                        f"{', '.join(sorted(CFG.datasets))}")
+
+
+rule unknown_dataset:
+    """Matches only names that are not in the catalog, to stop with the list of known datasets (instead of
+    Snakemake's 'No rule to produce')."""
+    input:
+        _unknown_dataset,
+    output:
+        "data/prepared/{name}.npz",
+        "data/raw/{name}/SOURCE.json",
+    wildcard_constraints:
+        name="(?!(?:" + "|".join(sorted(CFG.datasets)) + ")$)[^/]+",
+    localrule: True
+    shell:
+        "false"

@@ -3,6 +3,8 @@
 # as input through prepared_npz("<dataset>").
 import importlib.util
 
+from dpfl.data import record as data_record
+
 
 wildcard_constraints:
     dataset="|".join(sorted(CFG.datasets)),
@@ -16,12 +18,27 @@ def prepared_npz(dataset):
     return paths.prepared_npz(dataset)
 
 
-def _download_job(wildcards):
-    """Everything that decides a dataset's download: editing any of it reruns exactly that dataset (the mirror
-    only counts where a real source may be used)."""
-    source = CFG.data_source(wildcards.dataset)
-    return {"entry": CFG.datasets[wildcards.dataset], "data_source": source,
-            "mirror": CFG.data_mirror() if source != "standin" else None}
+def _download_identity(wildcards):
+    """What a dataset's download is; Snakemake compares it (params) and reruns exactly that dataset, and what uses it,
+    when it changes: the catalog entry, the effective data_source and the source key (dpfl.data.record.source_key).
+    Once SOURCE.json records real data matching the catalog checksums, the key is the one kept there, so the mirror
+    setting of the moment no longer counts; until then it is the mirror copy a download would try."""
+    dataset = wildcards.dataset
+    entry, source = CFG.datasets[dataset], CFG.data_source(dataset)
+    key = data_record.source_key(entry, source, _mirror(source), os.path.dirname(paths.raw_source(dataset)))
+    return {"entry": entry, "data_source": source, "source_key": key}
+
+
+def _download_job(wildcards, output):
+    """The identity plus the mirror in effect now, which the job uses. This function takes `output`, so Snakemake
+    treats its value as derived from the output and leaves it out of the params it compares: the mirror path itself
+    never reruns anything (the identity above decides)."""
+    return {**_download_identity(wildcards), "mirror": _mirror(CFG.data_source(wildcards.dataset))}
+
+
+def _mirror(source):
+    """The resolved mirror (symlinks too), where a real source may be used."""
+    return CFG.data_mirror() if source != "standin" else None
 
 
 def _download_code(wildcards):
@@ -49,6 +66,7 @@ rule download:
     output:
         source=paths.raw_source("{dataset}"),
     params:
+        identity=_download_identity,
         job=_download_job,
     log:
         paths.data_logs("{dataset}") + "download.log",

@@ -188,11 +188,13 @@ for _mode, _sub in MODE_SUBDIR.items():
         input:
             csv=_dir + "{figure}.csv",
             sidecar=_dir + "{figure}.json",
+            other=lambda w, _mode=_mode: other_mode_claims(w.paper, [w.figure], _mode),  # claims.smk
             code=stage_code("claims"),
         output:
             claims=_dir + "claims.json",
         params:
             claims=_claims_spec,
+            context=lambda w, _mode=_mode: claims_context(w.paper, [w.figure], _mode),  # claims.smk
         log:
             _logs + "claims.log",
         benchmark:

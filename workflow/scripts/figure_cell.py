@@ -4,4 +4,4 @@ from dpfl.stages.cell import run_cell
 
 inputs = {"prepared": dict(zip(snakemake.params.datasets, snakemake.input.prepared)),
           "allocations": dict(zip(snakemake.params.allocations, snakemake.input.allocations))}
-run_cell(CellJob(**snakemake.params.job), inputs, snakemake.output.table, snakemake.log[0])
+run_cell(CellJob(**snakemake.params.job), inputs, snakemake.output.table, snakemake.log[0], threads=snakemake.threads)

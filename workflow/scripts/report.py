@@ -1,4 +1,6 @@
-# Snakemake script: build results/report/index.html from every figure's outputs (see dpfl.stages.report).
+# Snakemake script: build results/report/index.html (+ report-standalone.html, images inlined) from every figure's
+# outputs and the claims over several figures (see dpfl.stages.report).
 from dpfl.stages.report import build_report
 
-build_report(snakemake.params.figures, snakemake.params.settings, snakemake.output.html, snakemake.log[0])
+build_report(snakemake.params.figures, snakemake.params.settings, snakemake.output.html, snakemake.log[0],
+             paper_claims=snakemake.params.paper_claims, standalone_html=snakemake.output.standalone)

@@ -6,6 +6,9 @@
 - real: the same real sources, but an error listing every attempt instead of the stand-in;
 - standin: the stand-in generator (dpfl.data.standins.<entry.standin>) only.
 
+With auto or real, verified real files already in data/raw/<dataset>/ (SOURCE.json records a real source whose
+checksums match the catalog, and the files re-hash to them) are kept: nothing is fetched again.
+
 A source serves a whole dataset (all files from the mirror, or all from URLs, ...), so SOURCE.json names one.
 Every file is verified before use: its sha256 against the catalog (`sha256` or a published variant in
 `alt_sha256`), or, where no trustworthy checksum exists, a content check (its sha256 is then recorded).
@@ -30,14 +33,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from dpfl.data import checks
+from dpfl.data import checks, record as records
 from dpfl.data.common import DataError, gzip_writer, sha256_file, sha256_gzip_content, standin_seed
 from dpfl.io import write_json
 
 TIMEOUT_SECONDS = 60  # per blocking network operation (connect, each read)
 PROGRESS_SECONDS = 10  # a progress line at most this often during a long transfer
 CHUNK = 1 << 20
-SOURCE_FILE = "SOURCE.json"
+SOURCE_FILE = records.SOURCE_FILE
 STAGING_PREFIX = ".incoming-"
 
 Log = Callable[[str], None]
@@ -49,18 +52,30 @@ class _SourceFailed(Exception):
 
 
 def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "auto", mirror: str | None = None,
-            log: Log = _default_log) -> dict:
+            log: Log = _default_log, source_key: str | None = None) -> dict:
     """Fill raw_dir with the dataset's verified files, write raw_dir/SOURCE.json and return its content.
 
-    `entry` is the dataset's validated entry of config/datasets.yaml; `mirror` the resolved mirror folder or None.
-    Raises DataError (naming the dataset, each source tried and why it failed) when nothing allowed worked."""
+    `entry` is the dataset's validated entry of config/datasets.yaml; `mirror` the resolved mirror folder or None;
+    `source_key` the download job's key (dpfl.data.record.source_key), kept in SOURCE.json (default: what this call
+    tries). SOURCE.json's `fallback_reasons` lists why the sources before the one used failed (empty when the first
+    choice worked). Raises DataError (naming the dataset, each source tried and why it failed) when nothing allowed
+    worked."""
     if data_source not in ("auto", "real", "standin"):
         raise ValueError(f"data_source must be auto, real or standin, not {data_source!r}")
     raw_dir = Path(raw_dir)
+    if source_key is None:
+        source_key = records.request_key(entry, data_source, mirror)
     created = not raw_dir.exists()
     raw_dir.mkdir(parents=True, exist_ok=True)
     attempts: list[dict] = []
     try:
+        if data_source != "standin":
+            kept = _verified_copy_present(dataset, entry, raw_dir, log)
+            if kept is not None:
+                kept.update(data_source=data_source, source_key=source_key, checked_at=_now(),
+                            fallback_reasons=records.fallback_reasons(kept))
+                write_json(kept, raw_dir / SOURCE_FILE)
+                return kept
         record = None
         if data_source != "standin":
             record = _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log)
@@ -72,15 +87,47 @@ def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "
                                          attempts, mirror, entry))
             record = _staged(raw_dir, lambda staging: _generate_standin(dataset, entry, staging, log))
         record = {"dataset": dataset, "source": record["source"], "standin": record["standin"],
-                  "location": record["location"], "data_source": data_source,
-                  "retrieved_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
-                  "files": record["files"], "archives": record["archives"], "generator": record["generator"],
-                  "attempts": attempts}
+                  "location": record["location"], "data_source": data_source, "source_key": source_key,
+                  "retrieved_at": _now(), "files": record["files"], "archives": record["archives"],
+                  "generator": record["generator"], "attempts": attempts}
+        record["fallback_reasons"] = records.fallback_reasons(record)
         write_json(record, raw_dir / SOURCE_FILE)
         return record
     finally:
         if created and raw_dir.exists() and not any(raw_dir.iterdir()):
             raw_dir.rmdir()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _verified_copy_present(dataset, entry, raw_dir: Path, log) -> dict | None:
+    """The SOURCE.json record of real files already in raw_dir, if it matches the catalog and every file still
+    re-hashes to it (and to the catalog); else None (the sources are tried)."""
+    record = records.read_record(raw_dir)
+    if record is None or not records.catalogued_real(entry, record):
+        return None
+    recorded = {f["name"]: f for f in record["files"]}
+    try:
+        for f in entry["files"]:
+            for name in f["unpack"] or [f["name"]]:
+                path = raw_dir / name
+                if not path.is_file():
+                    raise DataError(f"{dataset}: {name}: listed in SOURCE.json but missing from {raw_dir}")
+                if f["unpack"]:  # a member of a verified archive: compare with what SOURCE.json recorded
+                    if sha256_file(path) != recorded[name]["sha256"]:
+                        raise DataError(f"{dataset}: {name}: sha256 differs from SOURCE.json")
+                else:
+                    rec = _verify(dataset, f, path, f"the copy in {raw_dir}")
+                    if rec["sha256"] != recorded[name]["sha256"]:
+                        raise DataError(f"{dataset}: {name}: sha256 differs from SOURCE.json")
+    except DataError as exc:
+        log(f"{dataset}: the files already in {raw_dir} are not kept ({exc}); fetching again")
+        return None
+    log(f"{dataset}: the real files already in {raw_dir} match the catalog checksums: kept "
+        f"(source {record['source']}, {record['location']}); nothing fetched")
+    return record
 
 
 # --------------------------------------------------------------------------------------------------
@@ -92,7 +139,8 @@ def _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log) -> dict |
     """Try mirror, URLs, Kaggle in this order; return the record of the first that serves every file, else None."""
     if mirror:
         folder = Path(mirror) / entry["mirror"]
-        result = _try(raw_dir, attempts, "mirror", str(folder), lambda st: _fetch_mirror(dataset, entry, folder, st, log))
+        result = _try(raw_dir, attempts, "mirror", str(folder),
+                      lambda st: _fetch_mirror(dataset, entry, Path(mirror), folder, st, log))
         if result:
             return {"source": "mirror", "location": str(folder), **result}
     else:
@@ -127,7 +175,11 @@ def _try(raw_dir, attempts, source, location, fetch) -> dict | None:
         return None
 
 
-def _fetch_mirror(dataset, entry, folder: Path, staging: Path, log) -> dict:
+def _fetch_mirror(dataset, entry, mirror: Path, folder: Path, staging: Path, log) -> dict:
+    if not mirror.is_dir():
+        raise DataError(f"mirror folder {mirror} does not exist")
+    if not folder.is_dir():
+        raise DataError(f"{dataset}: the mirror {mirror} has no {entry['mirror']}/ folder")
     files, archives = [], []
     for f in entry["files"]:
         src = folder / f["name"]

@@ -150,20 +150,56 @@ def _one_hot(y: np.ndarray, classes: int) -> np.ndarray:
 
 
 def newton_optimum(model: GLM, X: np.ndarray, y: np.ndarray, max_iter: int = 1000, tol: float = 1e-6):
-    """Minimizer of the mean training loss (lowy2023 §2): start at 0, damped step 0.5·H⁺g, stop when the
-    Newton decrement sqrt(gᵀH⁺g) ≤ tol. Linear regression uses the closed form. The pseudo-inverse
-    handles softmax's flat directions (adding the same vector to every class's column).
+    """Minimizer of the mean training loss (lowy2023 §2): start at 0, Newton steps H⁻¹g taken with a step length
+    that starts at the spec's damping 0.5 and is halved until the loss does not increase (a step that would raise
+    the loss is never accepted), stop when the Newton decrement sqrt(gᵀH⁻¹g) ≤ tol. Linear regression uses the
+    closed form.
+
+    Softmax is fitted with the last class's column fixed at 0: adding the same vector to every column does not
+    change the loss, so the full Hessian is singular; with a reference class it is not (unless the data are
+    separable). The optimum is *certified* (converged = True) only when the decrement reached tol at a finite
+    loss with a Hessian that is numerically positive definite; otherwise (separable data: the loss has no
+    minimizer, ‖W‖ → ∞; or a vanishing Hessian) converged = False and callers report the optimum as n/a.
     Returns (W*, F*, iterations, converged)."""
     d, C = X.shape[1], model.out_dim
     if model.kind == "linear":
         w, *_ = np.linalg.lstsq(X, y, rcond=None)
         W = w.reshape(d, 1)
         return W, float(model.loss(X, y, W)), 0, True
-    W = np.zeros((d, C))
+    free = C - 1 if model.kind == "softmax" else C  # softmax: the last column is the reference (fixed at 0)
+
+    def full(V):
+        return np.concatenate([V, np.zeros((d, C - free))], axis=1) if free < C else V
+
+    def reduced(M):
+        """Gradient (d, C) / Hessian (dC, dC) restricted to the free columns (vec row-major over (d, C))."""
+        if free == C:
+            return M
+        if M.ndim == 2 and M.shape == (d, C):
+            return M[:, :free]
+        keep = (np.arange(d)[:, None] * C + np.arange(free)[None, :]).ravel()
+        return M[np.ix_(keep, keep)]
+
+    V = np.zeros((d, free))
+    loss = float(model.loss(X, y, full(V)))
     for it in range(1, max_iter + 1):
-        g = model.grad(X, y, W).reshape(-1)
-        step = np.linalg.pinv(model.hessian(X, y, W), rcond=1e-12, hermitian=True) @ g
-        W = W - 0.5 * step.reshape(d, C)
-        if np.sqrt(max(float(g @ step), 0.0)) <= tol:
-            return W, float(model.loss(X, y, W)), it, True
-    return W, float(model.loss(X, y, W)), max_iter, False
+        g = reduced(model.grad(X, y, full(V))).reshape(-1)
+        H = reduced(model.hessian(X, y, full(V)))
+        eig_min = float(np.linalg.eigvalsh(H)[0]) if np.all(np.isfinite(H)) else -np.inf
+        if not eig_min > 1e-12 * max(1.0, float(np.abs(H).max())):
+            return full(V), loss, it, False  # vanishing or indefinite Hessian: no certified optimum
+        step = np.linalg.solve(H, g)
+        decrement = np.sqrt(max(float(g @ step), 0.0))
+        if decrement <= tol:
+            return full(V), loss, it, bool(np.isfinite(loss))
+        t = 0.5
+        while t > 1e-12:
+            cand = V - t * step.reshape(d, free)
+            new = float(model.loss(X, y, full(cand)))
+            if np.isfinite(new) and new <= loss:
+                V, loss = cand, new
+                break
+            t /= 2
+        else:
+            return full(V), loss, it, False  # no step length lowers the loss: stuck, not certified
+    return full(V), loss, max_iter, False

@@ -28,9 +28,11 @@ class NoiseLevel:
         return asdict(self)
 
 
-def calibrated_multiplier(accounting, eps: float) -> float:
-    """The smallest z whose certified ε (at the accounting's δ and steps) is at most `eps`."""
-    return calibrate_noise_multiplier(accounting.mechanism, float(eps), int(accounting.steps), accounting.delta)
+def calibrated_multiplier(accounting, eps: float, guess: float | None = None) -> float:
+    """The smallest z whose certified ε (at the accounting's δ and steps) is at most `eps`; `guess` (e.g. the
+    paper's multiplier) only speeds up the search."""
+    return calibrate_noise_multiplier(accounting.mechanism, float(eps), int(accounting.steps), accounting.delta,
+                                      guess=None if guess is None else float(guess))
 
 
 def noise_level(accounting, eps: float, z_paper: float, rule: str) -> NoiseLevel:
@@ -39,6 +41,7 @@ def noise_level(accounting, eps: float, z_paper: float, rule: str) -> NoiseLevel
         raise ValueError(f"noise calibration must be one of {RULES}, got {rule!r}")
     mech, steps, delta = accounting.mechanism, int(accounting.steps), accounting.delta
     eps_paper = epsilon(mech, z_paper, steps, delta)
-    z_used = z_paper if rule == "paper" else calibrated_multiplier(accounting, eps)
+    # ε falls roughly like 1/z: start the search where the paper's multiplier, rescaled, would land
+    z_used = z_paper if rule == "paper" else calibrated_multiplier(accounting, eps, z_paper * max(eps_paper, 1e-12) / eps)
     eps_used = eps_paper if z_used == z_paper else epsilon(mech, z_used, steps, delta)
     return NoiseLevel(z_paper=z_paper, eps_certified_paper=eps_paper, z_used=z_used, eps_certified=eps_used, delta=delta)

@@ -10,8 +10,11 @@ from dpfl.jobs import CellJob
 from dpfl.papers import FIGURES
 
 
-def run_cell(job: CellJob, inputs: dict, out_path: str, log_path: str | None) -> None:
-    """`inputs` = {"prepared": {dataset: path}, "allocations": {name: path}}."""
+def run_cell(job: CellJob, inputs: dict, out_path: str, log_path: str | None, threads: int = 1) -> None:
+    """`inputs` = {"prepared": {dataset: path}, "allocations": {name: path}}; `threads` for torch and BLAS."""
+    import torch
+
+    torch.set_num_threads(int(threads))
     log = get_logger(log_path, f"{job.paper}/{job.figure}/{job.cell}")
     function = FIGURES[(job.paper, job.figure)].cell
     log.info("mode %s, scale %s, seed %s, device %s; %s", job.mode, job.scale, job.seed, job.device, function)

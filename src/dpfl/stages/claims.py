@@ -1,22 +1,93 @@
-"""Stage `claims`: check the paper's claims on a figure's tidy table -> claims.json."""
+"""Stage `claims`: check the paper's claims on a figure's tidy table -> claims.json; and claims over several
+figures together (a paper file's top-level `claims:`, e.g. lowy2023's C-L89a/b over Figs 8 and 9) on their tables
+concatenated, panels renamed "<figure>/<panel>" -> results/<paper>/claims-<id>.json.
+
+Each claim gets its verdict, a one-sentence `reason` built from its numbers, and a `cause` where known
+(dpfl.claims.cause_of): `stand-in`, `documented-difference` (the authors-code variant of the same figure passes
+the claim: its claims file is an input when that variant is built), `reduced-scale` (this run's settings differ
+from the paper's: `reductions`), `not-reproduced`, or None for a pass."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from dpfl import claims as claims_mod
 from dpfl import tidy
 from dpfl.io import get_logger, write_json
 
 
+def _other_verdicts(paths) -> dict:
+    """Claim id -> verdict in the authors-code variant (its claims file), when it was built."""
+    out = {}
+    for path in paths or ():
+        for c in json.loads(Path(path).read_text())["claims"]:
+            out[c["id"]] = c["verdict"]
+    return out
+
+
+def _evaluate(df: pd.DataFrame, claims: list, sidecars: list[dict], context: dict, other: dict, mode: str) -> dict:
+    """claims.json's content: the run's facts (mode, data, scale and its reductions) and every claim with its
+    verdict, reason and cause."""
+    context = context or {}
+    sources = [s["data_source"] for s in sidecars]
+    data_source = "standin" if "standin" in sources else sources[0]
+    scale = sidecars[0].get("scale", "")
+    reductions = {}
+    for s in sidecars:
+        paper_params = (context.get("paper_params") or {}).get(s["figure"])
+        if paper_params is not None and s.get("params") is not None:
+            reductions.update(claims_mod.scale_reductions(paper_params, s["params"]))
+    x_name = context.get("x_name") or claims_mod.x_name_of(df)
+    results = claims_mod.evaluate(df, claims, data_source, x_name)
+    for r in results:
+        other_verdict = other.get(r["id"])
+        r["cause"], r["cause_text"] = claims_mod.cause_of(
+            r, data_source=data_source, scale=scale, reductions=reductions, mode=mode, other_verdict=other_verdict,
+            difference=r.get("note") or context.get("difference", ""))
+        if other_verdict is not None:
+            r["other_mode"] = {"mode": "authors-code", "verdict": other_verdict}
+    return {"mode": mode, "data_source": data_source, "scale": scale, "reductions": reductions, "x_name": x_name,
+            "claims": results}
+
+
 def run_claims(paper: str, figure: str, claims: list, csv_path: str, sidecar_path: str, out_path: str,
-               log_path: str | None) -> None:
+               log_path: str | None, context: dict | None = None, other_paths=()) -> None:
+    """One figure's claims. `context`: x_name (how the reasons name x), paper_params ({figure: the paper file's own
+    params in this mode}, to tell a reduced-scale run), difference (the documented difference the authors-code
+    variant implements); `other_paths`: the authors-code variant's claims.json, when built (default mode only)."""
     log = get_logger(log_path, f"{paper}/{figure}:claims")
     df = tidy.read(csv_path)
     sidecar = json.loads(Path(sidecar_path).read_text())
-    results = claims_mod.evaluate(df, claims, sidecar["data_source"])
-    for r in results:
-        log.info("%s: %s", r["id"], r["verdict"])
-    write_json({"paper": paper, "figure": figure, "mode": sidecar["mode"], "data_source": sidecar["data_source"],
-                "claims": results}, out_path)
+    out = _evaluate(df, claims, [sidecar], context or {}, _other_verdicts(other_paths), sidecar["mode"])
+    for r in out["claims"]:
+        log.info("%s: %s (%s) %s", r["id"], r["verdict"], r["cause"] or "-", r["reason"])
+    write_json({"paper": paper, "figure": figure, **out}, out_path)
+
+
+def concat_tables(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Tidy tables of several figures as one, panels made distinct by figure ("fig8/a")."""
+    parts = []
+    for figure, df in tables.items():
+        df = df.copy()
+        df["panel"] = figure + "/" + df["panel"].astype(str)
+        parts.append(df)
+    return pd.concat(parts, ignore_index=True, sort=False)
+
+
+def run_paper_claims(paper: str, claim: dict, csv_paths: list[str], sidecar_paths: list[str], out_path: str,
+                     log_path: str | None, context: dict | None = None, other_paths=()) -> None:
+    """A claim over several figures (`claim["figures"]`, in the order of csv_paths / sidecar_paths)."""
+    log = get_logger(log_path, f"{paper}/{claim['id']}:claims")
+    figures = list(claim["figures"])
+    df = concat_tables({f: tidy.read(p) for f, p in zip(figures, csv_paths)})
+    sidecars = [json.loads(Path(p).read_text()) for p in sidecar_paths]
+    modes = {s["mode"] for s in sidecars}
+    spec = {k: v for k, v in claim.items() if k != "figures"}
+    out = _evaluate(df, [spec], sidecars, context or {}, _other_verdicts(other_paths),
+                    "authors-code" if "authors-code" in modes else "none")
+    for r in out["claims"]:
+        log.info("%s over %s: %s (%s) %s", r["id"], "+".join(figures), r["verdict"], r["cause"] or "-", r["reason"])
+    write_json({"paper": paper, "figure": None, "figures": figures, "claim_id": claim["id"], **out}, out_path)

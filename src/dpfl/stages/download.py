@@ -6,20 +6,32 @@ from __future__ import annotations
 from pathlib import Path
 
 from dpfl.data.common import DataError
+from dpfl.data.record import request_key
 from dpfl.data.sources import acquire
 from dpfl.io import get_logger
 
 
 def run_download(dataset: str, job: dict, source_json: str, log_path: str | None) -> dict:
-    """`job` (the rule's params) = {entry (catalog entry), data_source (effective), mirror (resolved path or None)}.
-    A failure is logged as one readable message and ends the job (exit status 1) without a traceback."""
+    """`job` = the rule's identity params {entry (catalog entry), data_source (effective), source_key} plus the mirror
+    in effect now (resolved path or None; not part of the identity). A fallback from the first choice is a WARNING
+    (console and job log) with one line per reason, also kept in SOURCE.json (`fallback_reasons`). A failure is
+    logged as one readable message and ends the job (exit status 1) without a traceback."""
     log = get_logger(log_path, f"data/{dataset}:download")
-    log.info("data_source %s, mirror %s", job["data_source"], job["mirror"] or "(none)")
+    mirror = job.get("mirror")
+    key = job.get("source_key") or request_key(job["entry"], job["data_source"], mirror)
+    log.info("data_source %s, mirror %s, source key %s", job["data_source"], mirror or "(none)", key)
     try:
-        record = acquire(dataset, job["entry"], Path(source_json).parent, job["data_source"], job["mirror"], log.info)
+        record = acquire(dataset, job["entry"], Path(source_json).parent, job["data_source"], mirror, log.info, key)
     except DataError as exc:
         log.error("%s", exc)
         raise SystemExit(1) from None
+    reasons = record["fallback_reasons"]
+    if reasons and record["standin"]:
+        log.warning("WARNING: %s: no real source worked, using the SYNTHETIC STAND-IN; reasons:\n%s", dataset,
+                    "\n".join(f"  - {r}" for r in reasons))
+    elif reasons:
+        log.warning("WARNING: %s: from %s %s, not the first choice; reasons:\n%s", dataset, record["source"],
+                    record["location"], "\n".join(f"  - {r}" for r in reasons))
     total = sum(f["bytes"] for f in record["files"])
     log.info("source %s%s: %s; %d files, %.1f MB -> %s", record["source"], " (SYNTHETIC STAND-IN)" * record["standin"],
              record["location"], len(record["files"]), total / 1e6, source_json)

@@ -18,6 +18,10 @@ def run_prepare(dataset: str, source_json: str, npz_path: str, log_path: str | N
     except DataError as exc:
         log.error("%s", exc)
         raise SystemExit(1) from None
+    if meta["fallback_reasons"]:
+        used = "the SYNTHETIC STAND-IN" if meta["standin"] else f"{meta['source']} {meta['location']}"
+        log.warning("WARNING: %s: prepared from %s, not its first choice; reasons:\n%s", dataset, used,
+                    "\n".join(f"  - {r}" for r in meta["fallback_reasons"]))
     for name, arr in arrays.items():
         log.info("  %s: %s %s", name, arr.dtype, arr.shape)
     save_prepared(npz_path, arrays, meta)

@@ -1,4 +1,6 @@
-"""Stage `report`: results/report/index.html from every figure's outputs (dpfl.report renders it)."""
+"""Stage `report`: results/report/index.html from every figure's outputs (dpfl.report renders it), and beside it
+report-standalone.html, the same page with every image, PDF and CSV inlined (data: URIs) so that it can be copied
+on its own."""
 
 from __future__ import annotations
 
@@ -9,11 +11,19 @@ from dpfl.report import render_report
 
 
 def build_report(figures: list[dict], settings: dict, out_html: str, log_path: str | None = None,
-                 root: str | Path = ".") -> None:
+                 root: str | Path = ".", paper_claims: list[dict] | None = None,
+                 standalone_html: str | None = None) -> None:
+    """`figures`: one dict per built figure variant (paper, figure, mode, dir[, why]); `paper_claims`: one per built
+    claim over several figures (paper, id, mode, figures, path); `standalone_html`: where to write the
+    self-contained copy (none if None)."""
     log = get_logger(log_path, "report")
-    root, out = Path(root), Path(out_html)
-    page, verdicts = render_report(figures, settings, (root / out).parent if not out.is_absolute() else out.parent, root)
-    with atomic_path(out) as tmp:
-        tmp.write_text(page)
-    log.info("report with %d figures and %d claims (%s) -> %s", len({(f["paper"], f["figure"], f["mode"]) for f in figures}),
-             sum(verdicts.values()), ", ".join(f"{k}: {v}" for k, v in verdicts.items()), out)
+    root = Path(root)
+    outputs = [(Path(out_html), False)] + ([(Path(standalone_html), True)] if standalone_html else [])
+    for out, standalone in outputs:
+        report_dir = (root / out).parent if not out.is_absolute() else out.parent
+        page, verdicts = render_report(figures, settings, report_dir, root, paper_claims, standalone=standalone)
+        with atomic_path(root / out if not out.is_absolute() else out) as tmp:
+            tmp.write_text(page)
+        log.info("report%s with %d figures and %d claims (%s) -> %s", " (standalone)" if standalone else "",
+                 len({(f["paper"], f["figure"], f["mode"]) for f in figures}), sum(verdicts.values()),
+                 ", ".join(f"{k}: {v}" for k, v in verdicts.items()), out)

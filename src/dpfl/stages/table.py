@@ -41,6 +41,7 @@ def run_table(paper: str, figure: str, job: dict, csv_path: str, meta_path: str,
         "data_source": data_source,
         "datasets": datasets,
         "params": job["params"],
+        "settings": job.get("paper_settings", {}),
         "config_hash": config_hash({"paper": paper, "figure": figure, **job}),
         "compute_seconds": round(seconds, 3),
         "rows": len(df),
@@ -56,5 +57,5 @@ def dataset_provenance(prepared_path: str) -> dict:
     from dpfl.data import load_prepared_meta
 
     meta = load_prepared_meta(prepared_path)
-    keep = ("dataset", "source", "standin", "location", "files", "retrieved_at", "generator")
+    keep = ("dataset", "source", "standin", "location", "files", "retrieved_at", "generator", "fallback_reasons")
     return {"name": meta.get("dataset"), **{k: meta[k] for k in keep if k in meta}}

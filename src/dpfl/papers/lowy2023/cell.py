@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 
 from dpfl.fl.device import describe, resolve_device
+from dpfl.io import Progress
 from dpfl.models.glm import GLM, newton_optimum
 from dpfl.papers.lowy2023.isrl import Grid, Settings, SiloData
 from dpfl.papers.lowy2023.methods import BY_ID, IsrlMethod
 from dpfl.papers.lowy2023.split import trial_data
-from dpfl.privacy.calibration import noise_level
+from dpfl.privacy.calibration import calibrated_multiplier, noise_level
 from dpfl.seeds import rng_for
 
 EXPERIMENTS = {
@@ -61,6 +62,14 @@ def _log_grid(g: dict) -> np.ndarray:
     return np.exp(np.linspace(g["start"], g["stop"], g["num"]))[: g.get("first")]
 
 
+def tuning_score(train_loss: np.ndarray, diverged: np.ndarray, F_star: float, kind: str) -> np.ndarray:
+    """The score the tuner minimizes (spec §5): F_train(w̄) − F* (`excess_loss`) or F_train(w̄) (`loss`). F* is a
+    constant per trial, so both choose the same grid point; without a certified F* the score is the loss itself.
+    A diverged run scores +inf: it is never preferred to a finite one, whatever the configured test penalty."""
+    score = train_loss - (F_star if kind == "excess_loss" and np.isfinite(F_star) else 0.0)
+    return np.where(diverged, np.inf, score)
+
+
 def local_steps(p: dict, n_for_K: int) -> int:
     """K = ⌊n·sqrt(ε_max/(4R))⌋ (spec §3 E), at least 1."""
     return max(1, int(math.floor(n_for_K * math.sqrt(max(p["epsilons"]) / (4 * p["rounds"])))))
@@ -91,9 +100,6 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     """Tune and evaluate one method on one panel for every trial (spec §5). `job` is a dpfl.jobs.CellJob whose
     cell id is "<panel>-<method>". Returns one row per (trial, ε) with the chosen grid point and its test value
     (non-private methods: ε = NaN)."""
-    import torch
-
-    torch.set_num_threads(int(job.threads))
     device = resolve_device(job.device)
     log(f"computing on {describe(device)}")
     p = {"noise_calibration": None, **job.params, **job.settings}
@@ -109,6 +115,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     eps_grid = np.asarray(p["epsilons"], float) if method.private else np.array([np.nan])
     clips = np.asarray(p["clips"], float) if p.get("clips") else None
     rows = []
+    progress = Progress(p["trials"], log, f"{panel['id']}/{method.id} trial")
     for trial in range(p["trials"]):
         data = trial_data(experiment, source, N, streams.trial(trial), impl, fixed_rng=streams.fixed_split())
         K = local_steps(p, data.n_for_K)
@@ -119,6 +126,8 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
         bootstrap = impl["upsilon_bootstrap"]
         ups2 = float(np.mean([np.sum(model.grad(*_silo_rows(data.train, s, bootstrap, ups_rng), W_star) ** 2)
                               for s in range(data.train.n_silos)]))
+        if not newton_ok:  # no certified optimum (e.g. quasi-separable obesity classes): F* and υ*² are n/a
+            F_star, ups2 = np.nan, np.nan
         steps = step_grid(p, method, M, K)
         clip_values = clips if clips is not None else np.array([np.nan])
         # configs: ε (outer) × step × clip (inner)
@@ -143,7 +152,10 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
                     acc = method.accounting(n=int(n_noise), K=K, R=R)
                     z = noise_level(acc, float(eps), method.paper_multiplier(int(n_noise), K, R, float(eps)),
                                     p["noise_calibration"])
-                    diag.append({**z.as_dict(), "eps": eps})
+                    # diagnostics whatever the calibration: the multiplier the exact accountant calibrates to ε
+                    z_acc = z.z_used if p["noise_calibration"] == "accountant" else calibrated_multiplier(
+                        acc, float(eps), z.z_paper * max(z.eps_certified_paper, 1e-12) / float(eps))
+                    diag.append({**z.as_dict(), "z_accountant": z_acc, "eps": eps})
                     silos = data.train.counts == n_s
                     sel = E == e_i
                     noise[np.ix_(sel, silos)] = method.noise_std(z.z_used, L_cfg[sel])[:, None]
@@ -157,10 +169,8 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
                 test = model.predict_error(data.X_test, data.y_test, res.W)
             else:
                 test = np.sqrt(model.mse(data.X_test, data.y_test, res.W) / data.naive_mse)
-        score = res.train_loss - (F_star if p["score"] == "excess_loss" else 0.0)
-        penalty = p["divergence"]["penalty"]
-        score = np.where(res.diverged, penalty, score)
-        test = np.where(res.diverged, penalty, test)
+        score = tuning_score(res.train_loss, res.diverged, F_star, p["score"])
+        test = np.where(res.diverged, p["divergence"]["penalty"], test)  # a diverged run's test value
         mean_score, mean_test = score.mean(axis=0), test.mean(axis=0)
         for e_i, eps in enumerate(eps_grid):
             sel = np.flatnonzero(E == e_i)
@@ -177,13 +187,18 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
                 "L": float(data.lipschitz) if clips is None else float(clip_values[C_[best]]),
                 "z_used": min((d["z_used"] for d in d_eps), default=np.nan),
                 "z_paper": min((d["z_paper"] for d in d_eps), default=np.nan),
+                "z_accountant": min((d["z_accountant"] for d in d_eps), default=np.nan),
                 "eps_certified": max((d["eps_certified"] for d in d_eps), default=np.nan),
                 "eps_certified_paper_noise": max((d["eps_certified_paper"] for d in d_eps), default=np.nan),
                 "n_train_min": int(data.train.counts.min()), "n_test": len(data.y_test),
             })
-        log(f"{panel['id']}/{method.id} trial {trial + 1}/{p['trials']}: K = {K}, υ*² = {ups2:.3g}, "
-            + ", ".join(f"ε={r['eps']:g}: {r['test']:.4g}" for r in rows[-len(eps_grid):]))
+        progress.step(f"K = {K}, υ*² = {_fmt(ups2)}, "
+                      + ", ".join(f"ε={r['eps']:g}: {r['test']:.4g}" for r in rows[-len(eps_grid):]))
     return pd.DataFrame(rows)
+
+
+def _fmt(v: float) -> str:
+    return "n/a" if not np.isfinite(v) else f"{v:.3g}"
 
 
 def _silo_rows(data: SiloData, s: int, bootstrap: bool, rng: np.random.Generator):

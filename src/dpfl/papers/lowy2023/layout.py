@@ -21,11 +21,14 @@ def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
     """What one cell depends on, and nothing more: its panel, its method's step grid, and the noise settings only
-    if it is private. So editing one method's grid (or one panel) in the YAML reruns exactly the cells that use it."""
+    if it is private (a non-private cell sees only ε_max). So editing one method's grid (or one panel, or an ε
+    below the largest) in the YAML reruns exactly the cells that use it."""
     panel_id, method_id = cell.split("-", 1)
     method = BY_ID[method_id]
     grids = params["step_grids"]
     grid_key = method.id if method.id in grids else method.update
     own = {**params, "panels": [p for p in params["panels"] if p["id"] == panel_id],
            "step_grids": {grid_key: grids[grid_key]}}
+    if not method.private:  # a baseline uses the ε grid only through K = ⌊n·sqrt(ε_max/(4R))⌋
+        own["epsilons"] = [max(params["epsilons"])]
     return own, (paper_settings if method.private else {})

@@ -16,6 +16,20 @@ def _methods(df) -> dict:
     return out
 
 
+def fmt(v: float) -> str:
+    """3 significant digits; powers of ten as 9.20e7 (no "+0"); n/a for a missing value."""
+    if v is None or not np.isfinite(v):
+        return "n/a"
+    if v != 0 and not 1e-2 <= abs(v) < 1e4:
+        mantissa, exp = f"{v:.2e}".split("e")
+        return f"{mantissa}e{int(exp)}"
+    return f"{v:.3g}"
+
+
+XLABEL = {"paper": "nominal ε (noise from the paper's formula)",
+          "accountant": "nominal ε (noise calibrated by the exact accountant)"}
+
+
 def figure(df, spec, meta):
     panels = list(dict.fromkeys(df["panel"]))
     ncol = min(len(panels), 3)
@@ -24,23 +38,36 @@ def figure(df, spec, meta):
     fig, axes = plt.subplots(nrow, ncol, figsize=size, layout="constrained", squeeze=False)
     trials = int(df["trials"].max())
     methods = _methods(df)
+    calibration = meta.get("settings", {}).get("noise_calibration", "paper")
+    unit = spec["plot"].get("upsilon_unit", "")
     for ax, panel in zip(axes.ravel(), panels):
         d = df[df["panel"] == panel]
         for alg, (label, color, private) in methods.items():
             c = d[d["algorithm"] == alg].sort_values("x")
             if c.empty:
                 continue
+            if not private:  # tuned once per trial: one line and one band across ε
+                r = c.iloc[0]
+                ax.axhline(r["y"], color=color, ls="--", lw=1.2, label=label)
+                if r["y_hi"] > r["y_lo"]:
+                    ax.axhspan(r["y_lo"], r["y_hi"], color=color, alpha=0.12, lw=0)
+                continue
+            worst = c.loc[c["eps_certified"].idxmax()] if c["eps_certified"].notna().any() else None
+            if worst is not None and worst["eps_certified"] > 2 * worst["x"]:
+                # say on the figure when the noise used is far from private at the nominal ε (exact accounting)
+                label = f"{label} (certified ε {fmt(worst['eps_certified'])} at ε = {worst['x']:g})"
             yerr = [c["y"] - c["y_lo"], c["y_hi"] - c["y"]]
             ax.errorbar(c["x"], c["y"], yerr=yerr if (c["y_hi"] > c["y_lo"]).any() else None, marker="o", ms=3,
-                        color=color, capsize=4, label=label, ls="-" if private else "--")
+                        color=color, capsize=4, label=label, ls="-")
         row = d.iloc[0]
         ax.set_title(f"N = {int(row['n_silos'])}, M = {int(row['silos_per_round'])}, K = {int(row['K'])}, "
-                     f"υ*² = {row['upsilon2']:.1f}", fontsize=8)
-        ax.set_xlabel("nominal ε (paper's noise formula)")
+                     f"υ*² = {fmt(row['upsilon2'])}{(' ' + unit) if unit and np.isfinite(row['upsilon2']) else ''}",
+                     fontsize=8)
+        ax.set_xlabel(XLABEL[calibration])
         ax.set_ylabel(f"{spec['plot'].get('ylabel', 'test metric')} ({trials} trials)")
     for ax in axes.ravel()[len(panels):]:
         ax.axis("off")
-    axes.ravel()[0].legend(fontsize=7)
+    axes.ravel()[0].legend(fontsize=6.5)
     return fig
 
 

@@ -1,0 +1,94 @@
+"""Reading a dataset's provenance record (data/raw/<dataset>/SOURCE.json) and the two things derived from it:
+
+- `source_key`: the part of the download job's identity (the rule's params) that is not the catalog entry or the
+  data_source. Once SOURCE.json records real data whose checksums match the catalog, the key is the one that data was
+  fetched under (kept in SOURCE.json), so the mirror setting of the moment no longer counts: the data is identified
+  by its verified content, not by the path it was copied from. Until then (no data yet, or a stand-in) the key is what
+  a download would try: the dataset's folder in the mirror if that folder exists, so that pointing at a mirror after a
+  stand-in fallback fetches the real data again.
+- `fallback_reasons`: one line per source that failed before the one used (empty when the first choice worked).
+
+Import-light on purpose (the rules call source_key when they build the DAG): SOURCE.json is trusted there, nothing is
+hashed; `prepare` re-hashes the files before reading them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SOURCE_FILE = "SOURCE.json"
+STANDIN_KEY = "standin"
+NO_MIRROR_KEY = "no mirror copy"
+# attempts that were not real tries: they explain a stand-in, but are no reason to warn when a real source worked
+NOT_TRIED = ("no mirror configured", "skipped:")
+
+
+def read_record(raw_dir: str | Path) -> dict | None:
+    """The content of raw_dir/SOURCE.json, or None when there is none (or it cannot be read)."""
+    try:
+        record = json.loads((Path(raw_dir) / SOURCE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def accepted(f: dict, digest: str | None) -> bool:
+    """Whether a file's recorded sha256 is one the catalog entry `f` accepts (its sha256 or a published variant); a
+    file without a published sha256 was accepted by its content check, which recorded its sha256."""
+    if f["sha256"]:
+        return digest in (f["sha256"], *f["alt_sha256"])
+    return bool(digest)
+
+
+def catalogued_real(entry: dict, record: dict) -> bool:
+    """Whether a SOURCE.json record holds real (not stand-in) data whose every file matches the catalog entry."""
+    if record.get("standin") is not False or record.get("source") not in ("mirror", "url", "kaggle"):
+        return False
+    files = {f.get("name"): f for f in record.get("files") or []}
+    archives = {a.get("name"): a for a in record.get("archives") or []}
+    for f in entry["files"]:
+        if f["unpack"]:  # the archive was verified, then dropped; its members are the files
+            if f["name"] not in archives or not accepted(f, archives[f["name"]].get("sha256")):
+                return False
+            if any(member not in files for member in f["unpack"]):
+                return False
+        elif f["name"] not in files or not accepted(f, files[f["name"]].get("sha256")):
+            return False
+    return True
+
+
+def request_key(entry: dict, data_source: str, mirror: str | None) -> str:
+    """What a download would try, as far as it can change without the catalog: the dataset's mirror folder if it
+    exists (a mirror that does not have the dataset offers nothing new)."""
+    if data_source == "standin":
+        return STANDIN_KEY
+    folder = Path(mirror, entry["mirror"]) if mirror else None
+    return f"mirror {folder}" if folder is not None and folder.is_dir() else NO_MIRROR_KEY
+
+
+def source_key(entry: dict, data_source: str, mirror: str | None, raw_dir: str | Path) -> str:
+    """The download's key (see the module docstring): the key recorded with verified real data already in raw_dir,
+    else what a download would try now."""
+    if data_source != "standin":
+        record = read_record(raw_dir)
+        if record is not None and catalogued_real(entry, record):
+            # records written before keys were kept: their source stands for the key
+            return record.get("source_key") or f"{record['source']} {record.get('location')}"
+    return request_key(entry, data_source, mirror)
+
+
+def one_line(attempt: dict) -> str:
+    where = f" {attempt['location']}" if attempt.get("location") else ""
+    return f"{attempt['source']}{where}: {' '.join(str(attempt['error']).split())}"
+
+
+def fallback_reasons(record: dict) -> list[str]:
+    """Why the source in `record` is not the first choice: one line per failed attempt before it. A missing mirror
+    configuration or Kaggle credentials count only when they led to the stand-in."""
+    if record.get("data_source") == "standin":
+        return []
+    attempts = record.get("attempts") or []
+    if not record.get("standin"):
+        attempts = [a for a in attempts if not str(a.get("error", "")).startswith(NOT_TRIED)]
+    return [one_line(a) for a in attempts]

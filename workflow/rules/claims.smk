@@ -1,0 +1,128 @@
+# Claims: what the claims jobs need besides the figure (rules figure_claims_* in figures.smk), and claims over
+# several figures together. A paper file's top-level `claims:` lists the latter, each with `figures: [...]` (e.g.
+# lowy2023's C-L89a/b over the 8 panels of Figs 8 and 9); rule paper_claims_<mode> evaluates one on the figures'
+# tidy tables concatenated (panels renamed "<figure>/<panel>") -> results/<paper>/[authors-code/]claims-<id>.json,
+# which the report shows under the paper. It is built when all its figures are selected, in the modes they share.
+import yaml as _yaml
+
+localrules: paper_claims_none, paper_claims_authors_code
+
+
+def _paper_file(paper):
+    """The paper file as written (anchors resolved; no scale overlay, no defaults): the paper's own settings."""
+    path = os.path.join(workflow.basedir, "config", "papers", f"{paper}.yaml")
+    if path not in _PAPER_FILES:
+        with open(path) as fh:
+            _PAPER_FILES[path] = _yaml.safe_load(fh) or {}
+    return _PAPER_FILES[path]
+
+
+_PAPER_FILES = {}
+
+
+def _own_params(paper, figure, mode):
+    """A figure's params as the paper file gives them (the paper's settings), in a mode."""
+    spec = _paper_file(paper).get("figures", {}).get(figure, {})
+    params = spec.get("params", {})
+    if mode == "authors-code":
+        params = dpfl_config.deep_merge(params, spec.get("authors_code", {}).get("params", {}))
+    return params
+
+
+def _figure_mode(paper, figure, mode):
+    """The variant of a figure that a claim in `mode` reads (a figure without an authors-code variant: its one)."""
+    return mode if FIGURES[(paper, figure)].has_compat else "none"
+
+
+def claims_context(paper, figures, mode):
+    """What the reasons and causes of a claims job need besides the tables: how x is named, the paper file's own
+    params (to tell a reduced-scale run) and the documented difference the authors-code variant implements."""
+    first = CFG.figure(paper, figures[0])
+    return {
+        "x_name": first.get("claims_x"),
+        "paper_params": {f: _own_params(paper, f, _figure_mode(paper, f, mode)) for f in figures},
+        "difference": first.get("authors_code", {}).get("why", ""),
+    }
+
+
+def _modes_of(paper, figures):
+    modes = [set(modes_for(paper, f)) for f in figures]
+    return [m for m in modes_for(paper, figures[0]) if all(m in s for s in modes)]
+
+
+def paper_claims_json(paper, claim_id, mode):
+    return f"results/{paper}/{MODE_SUBDIR[mode]}claims-{claim_id}.json"
+
+
+def other_mode_claims(paper, figures, mode, claim_id=None):
+    """In the default mode, the authors-code variant's claims file when that variant is built too: a claim that
+    fails here and passes there is a documented difference (dpfl.claims.cause_of)."""
+    if mode != "none" or not all("authors-code" in modes_for(paper, f) for f in figures):
+        return []
+    if claim_id is None:
+        return [figure_dir(paper, figures[0], "authors-code") + "claims.json"]
+    return [paper_claims_json(paper, claim_id, "authors-code")]
+
+
+def paper_claim(paper, claim_id):
+    for claim in CFG.papers[paper].get("claims", []):
+        if claim["id"] == claim_id:
+            return claim
+    raise WorkflowError(f"no claim {claim_id!r} in the top-level claims of config/papers/{paper}.yaml")
+
+
+def selected_paper_claims():
+    """(paper, claim, mode) of every claim over several figures whose figures are all selected."""
+    chosen = set(CFG.selected())
+    out = []
+    for paper in sorted(CFG.papers):
+        for claim in CFG.papers[paper].get("claims", []):
+            unknown = [f for f in claim["figures"] if f not in CFG.papers[paper]["figures"]]
+            if unknown:
+                raise WorkflowError(f"dpfl configuration error: config/papers/{paper}.yaml: claims {claim['id']}: "
+                                    f"unknown figure(s) {unknown}; allowed: {', '.join(sorted(CFG.papers[paper]['figures']))}")
+            if all((paper, f) in chosen for f in claim["figures"]):
+                out += [(paper, claim, m) for m in _modes_of(paper, claim["figures"])]
+    return out
+
+
+def paper_claim_outputs():
+    return [paper_claims_json(p, c["id"], m) for p, c, m in selected_paper_claims()]
+
+
+def _claim_tables(mode, ext):
+    def files(wildcards):
+        figures = paper_claim(wildcards.paper, wildcards.claim)["figures"]
+        return [figure_dir(wildcards.paper, f, _figure_mode(wildcards.paper, f, mode)) + f"{f}.{ext}" for f in figures]
+    return files
+
+
+for _mode, _sub in MODE_SUBDIR.items():
+    _slug = _mode.replace("-", "_")
+
+    rule:
+        name:
+            f"paper_claims_{_slug}"
+        input:
+            csvs=_claim_tables(_mode, "csv"),
+            sidecars=_claim_tables(_mode, "json"),
+            other=lambda w, _mode=_mode: other_mode_claims(w.paper, paper_claim(w.paper, w.claim)["figures"], _mode,
+                                                           w.claim),
+            code=code_files("dpfl.stages.claims"),
+        output:
+            claims=f"results/{{paper}}/{_sub}claims-{{claim}}.json",
+        params:
+            claim=lambda w: paper_claim(w.paper, w.claim),
+            context=lambda w, _mode=_mode: claims_context(w.paper, paper_claim(w.paper, w.claim)["figures"], _mode),
+        wildcard_constraints:
+            claim="[A-Za-z0-9_.-]+",
+        log:
+            f"results/logs/{{paper}}/{_sub}claims-{{claim}}.log",
+        benchmark:
+            f"results/logs/{{paper}}/{_sub}claims-{{claim}}.benchmark.tsv"
+        threads: 1
+        resources:
+            mem_mb=1000,
+            runtime=5,
+        script:
+            "../scripts/figure_claims.py"
