@@ -27,11 +27,13 @@ def setup():
 
 
 def annotate(fig, meta: dict) -> None:
-    """Mode, data source and scale in the bottom-left corner (a run below paper scale says so), in a band kept free
+    """Mode, data source and scale in the bottom-left corner (a run whose settings differ from the paper's says so:
+    `reduced_scale`), in a band kept free
     below the axes; a diagonal watermark when any input is a synthetic stand-in."""
     note = f"mode: {meta['mode']}  ·  data: {meta['data_source']}"
     if meta.get("scale"):
-        note += f"  ·  scale: {meta['scale']}" + ("" if meta["scale"] == "paper" else " (not the paper-scale run)")
+        reduced = meta.get("reduced_scale", meta["scale"] != "paper")  # the settings differ from the paper's
+        note += f"  ·  scale: {meta['scale']}" + (" (reduced: not the paper-scale run)" if reduced else "")
     engine = fig.get_layout_engine()
     if isinstance(engine, ConstrainedLayoutEngine):  # keep the note clear of the axis labels
         band = 10 / (fig.get_figheight() * 72)  # one line of 6-pt text, in figure height

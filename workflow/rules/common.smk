@@ -113,7 +113,8 @@ rule unknown_dataset:
         "data/prepared/{name}.npz",
         "data/raw/{name}/SOURCE.json",
     wildcard_constraints:
-        name="(?!(?:" + "|".join(sorted(CFG.datasets)) + ")$)[^/]+",
+        # not a catalog name (followed by the ".npz" or "/SOURCE.json" of the path)
+        name="(?!(?:" + "|".join(sorted(CFG.datasets)) + r")(?:\.npz$|/))[^/]+",
     localrule: True
     shell:
         "false"

@@ -53,6 +53,11 @@ def _plot_spec(wildcards):
     out = {k: spec[k] for k in ("title", "caption", "params", "plot", "inferred") if k in spec}
     out["function"] = fdef.plot
     out["table_function"] = fdef.markdown
+    # whether this run's settings differ from the paper file's (said on the figure's face)
+    from dpfl.claims import scale_reductions
+
+    own = _own_params(wildcards.paper, wildcards.figure, "none")
+    out["reduced_scale"] = bool(scale_reductions(own, CFG.figure_params(wildcards.paper, wildcards.figure, "none")))
     return out
 
 
