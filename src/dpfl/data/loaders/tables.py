@@ -46,3 +46,31 @@ def numeric(dataset: str, path: Path, column: pd.Series) -> np.ndarray:
         bad = column[values.isna()].iloc[0]
         raise DataError(f"{dataset}: {path.name}: column {column.name}: not a number: {bad!r}")
     return values.to_numpy(np.float64)
+
+
+def read_fields(dataset: str, path: Path, n_columns: int, missing: str = "?") -> list[list[str | None]]:
+    """The rows of a headerless comma-separated file (any line endings; blank lines skipped) as lists of stripped
+    strings, `missing` -> None; every row must have exactly `n_columns` fields (an error names the line)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise DataError(f"{dataset}: {path.name}: file not found ({path})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{dataset}: {path.name}: cannot read: {exc}") from None
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != n_columns:
+            raise DataError(f"{dataset}: {path.name}: line {number} has {len(fields)} fields, expected {n_columns}")
+        rows.append([None if f == missing else f for f in fields])
+    return rows
+
+
+def unquote(column: pd.Series) -> pd.Series:
+    """Text values without surrounding whitespace and double or single quotes ('"0"', "'0'" -> '0'); numbers as
+    they are."""
+    if column.dtype.kind in "biuf":
+        return column
+    return column.astype(str).str.strip().str.strip("\"'")
