@@ -1,0 +1,81 @@
+"""The neural models of kato2024 §3 as torch modules, built by name with a seeded default init. Their parameters
+are read and written through `torch.func.functional_call`, so one module serves every (user, silo) pair of a round
+(dpfl.fl.grads): no per-user copies."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class CreditcardMLP(nn.Module):
+    """Linear(30,30)→ReLU→GroupNorm(1,30); 4 × [Linear(30,30)→ReLU→GroupNorm(1,30)→Dropout(0.5)]; Linear(30,2):
+    5,012 parameters (the authors' published architecture; the paper says "about 4K", inferred)."""
+
+    def __init__(self):
+        super().__init__()
+        layers = [nn.Linear(30, 30), nn.ReLU(), nn.GroupNorm(1, 30)]
+        for _ in range(4):
+            layers += [nn.Linear(30, 30), nn.ReLU(), nn.GroupNorm(1, 30), nn.Dropout(0.5)]
+        layers.append(nn.Linear(30, 2))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class MnistCNN(nn.Module):
+    """Conv(1→10,k5)→MaxPool2→ReLU; Conv(10→20,k5)→Dropout2d→MaxPool2→ReLU; Linear(320,50)→ReLU→Dropout(0.5);
+    Linear(50,10)→log_softmax: 21,840 parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
+        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
+        self.drop2d = nn.Dropout2d()
+        self.fc1 = nn.Linear(320, 50)
+        self.drop = nn.Dropout(0.5)
+        self.fc2 = nn.Linear(50, 10)
+
+    def forward(self, x):
+        x = torch.relu(torch.max_pool2d(self.conv1(x.reshape(-1, 1, 28, 28)), 2))
+        x = torch.relu(torch.max_pool2d(self.drop2d(self.conv2(x)), 2))
+        x = self.drop(torch.relu(self.fc1(x.flatten(1))))
+        return torch.log_softmax(self.fc2(x), dim=-1)
+
+
+class LinearScore(nn.Module):
+    """One linear score x·w + b: Heart's logistic regression (13 → 1, read through a sigmoid) and TCGA's Cox risk
+    score (39 → 1)."""
+
+    def __init__(self, features: int):
+        super().__init__()
+        self.linear = nn.Linear(features, 1)
+
+    def forward(self, x):
+        return self.linear(x)[..., 0]
+
+
+BUILDERS = {
+    "creditcard_mlp": CreditcardMLP,
+    "mnist_cnn": MnistCNN,
+    "heart_logistic": lambda: LinearScore(13),
+    "tcga_cox": lambda: LinearScore(39),
+}
+
+
+def build_model(name: str, seed: int, dtype=torch.float32) -> nn.Module:
+    """The model `name` with PyTorch's default init after `torch.manual_seed(seed)` (spec §3), on the CPU; move it
+    with `.to(device)`. The global torch RNG is restored afterwards, so building a model never shifts other draws."""
+    if name not in BUILDERS:
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(BUILDERS))}")
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        return BUILDERS[name]().to(dtype)
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def parameter_count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
