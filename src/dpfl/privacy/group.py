@@ -123,3 +123,27 @@ def group_epsilon_dp(
         "iterations": iterations,
         "converged": converged,
     }
+
+
+def group_epsilon_curve(parts, z: float, rounds: int, k: int, delta: float, compat: str = "none",
+                        parallel: str = "rdp") -> np.ndarray:
+    """ε for groups of k records after each round t = 1..rounds, for a mechanism run in parallel on disjoint parts
+    (kato2024 ULDP-GROUP-k: each silo runs DP-SGD on its own records; spec §5).
+
+    `parts`: [(SampledGaussian, steps per round)], one per silo, all with noise multiplier z. Parallel composition
+    (`parallel: rdp`, the paper): the per-order maximum over parts of the record-level RDP, then the group conversion
+    at k' = largest power of 2 ≤ k (orders ≥ 2k'; `compat` as group_rdp_orders). `parallel: epsilon` (the authors'
+    code, K5) converts each part separately and takes the largest ε, which is never larger."""
+    from dpfl.privacy.rdp import rdp_per_step
+
+    if parallel not in ("rdp", "epsilon"):
+        raise ValueError(f"parallel must be 'rdp' or 'epsilon', got {parallel!r}")
+    if parallel == "epsilon":
+        return np.max([group_epsilon_curve([p], z, rounds, k, delta, compat) for p in parts], axis=0)
+    kp = largest_power_of_two_leq(k)
+    record_orders = np.asarray(STANDARD_ORDERS) if kp == 1 else group_rdp_orders(kp, compat)
+    per_round = np.max([steps * rdp_per_step(mech, z, record_orders) for mech, steps in parts], axis=0)
+    c = int(round(math.log2(kp)))
+    t = np.arange(1, rounds + 1, dtype=float)[:, None]
+    eps, _ = epsilon_from_rdp(record_orders / kp, 3.0**c * t * per_round[None, :], delta)
+    return np.asarray(eps, dtype=float)

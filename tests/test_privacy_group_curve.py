@@ -1,0 +1,53 @@
+"""ε curves of a mechanism run in parallel on disjoint parts, for groups of k records (ULDP-GROUP-k accounting,
+kato2024 §5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpfl.privacy.group import group_epsilon_curve, group_epsilon_rdp
+from dpfl.privacy.rdp import STANDARD_ORDERS, SampledGaussian, epsilon_curve, rdp_per_step
+
+
+def test_one_part_and_k_one_is_the_record_level_curve():
+    mech = SampledGaussian("poisson", q=0.05)
+    got = group_epsilon_curve([(mech, 20)], 1.2, 10, 1, 1e-5)
+    np.testing.assert_allclose(got, epsilon_curve(mech, 1.2, 20, 10, 1e-5), rtol=1e-12)
+
+
+@pytest.mark.parametrize("k", [2, 3, 8, 20])
+def test_last_round_matches_the_group_conversion(k):
+    mech = SampledGaussian("poisson", q=0.02)
+    steps, rounds, z = 30, 12, 1.5
+    curve = group_epsilon_curve([(mech, steps)], z, rounds, k, 1e-5)
+    ref = group_epsilon_rdp(lambda a: rounds * steps * rdp_per_step(mech, z, a), k, 1e-5)["epsilon"]
+    assert curve[-1] == pytest.approx(ref, rel=1e-12)
+    assert np.all(np.diff(curve) > 0)
+
+
+def test_gaussian_by_hand():
+    """q = 1 Gaussian, k = 2 (c = 1): group RDP at order a/2 is 3·t·a/(2z²); Balle conversion by hand."""
+    z, t, delta = 4.0, 5, 1e-5
+    curve = group_epsilon_curve([(SampledGaussian("none"), 1)], z, t, 2, delta)
+    orders = 4 + np.arange(100) / 10.0
+    orders = np.concatenate([orders, np.linspace(12, 128, 20)])
+    orders = orders[orders >= 4]
+    best = min(3 * t * a / (2 * z**2) + math.log((a / 2 - 1) / (a / 2)) - (math.log(delta) + math.log(a / 2)) / (a / 2 - 1)
+               for a in orders)
+    assert curve[-1] == pytest.approx(best, rel=1e-9)
+
+
+def test_parallel_composition_takes_the_worst_part_per_order():
+    parts = [(SampledGaussian("poisson", q=0.1), 10), (SampledGaussian("poisson", q=0.02), 50)]
+    both = group_epsilon_curve(parts, 1.1, 8, 4, 1e-5)
+    each = [group_epsilon_curve([p], 1.1, 8, 4, 1e-5) for p in parts]
+    assert np.all(both >= np.max(each, axis=0) - 1e-12)  # per-order max, then convert: never below a part
+    authors = group_epsilon_curve(parts, 1.1, 8, 4, 1e-5, parallel="epsilon")  # K5: max over parts of ε
+    np.testing.assert_allclose(authors, np.max(each, axis=0), rtol=1e-12)
+    same = group_epsilon_curve([parts[0], parts[0]], 1.1, 8, 4, 1e-5)
+    np.testing.assert_allclose(same, each[0], rtol=1e-12)  # identical disjoint parts cost one part
+    with pytest.raises(ValueError, match="parallel"):
+        group_epsilon_curve(parts, 1.1, 8, 4, 1e-5, parallel="sum")
