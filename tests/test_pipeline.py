@@ -280,3 +280,29 @@ def test_epsilon_edit_below_the_largest_reruns_only_private_cells(built, tmp_pat
     cells = {o for o in planned_outputs(project, *SMOKE) if "/cells/" in o}
     assert cells == {f"results/lowy2023/fig5/{sub}cells/a-{m}.parquet" for sub in ("", "authors-code/")
                      for m in ("noisy_mb_sgd", "noisy_local_sgd")}, cells
+
+
+MIRROR = Path(os.environ.get("DPFL_DATA_MIRROR") or ROOT.parent / "shared" / "datasets")
+
+
+@pytest.mark.skipif(not (MIRROR / "heart_disease").is_dir(), reason="needs the offline heart_disease copy")
+def test_seeded_allocation_instances(tmp_path):
+    """kato2024 allocations are seeded families: one file per instance, built from the YAML entry + the instance
+    name + the global seed; editing the family's params or the seed reruns it; a malformed name stops the DAG."""
+    project = copy_project(tmp_path / "alloc")
+    target = "data/allocations/heart_disease/kato2024-heart_disease/zipf-U50-S4-seed0.npz"
+    env_args = ["--config", f"data_mirror={MIRROR}"]
+    snakemake(project, "--cores", "2", target, *env_args, check=True)
+    z = np.load(project / target)
+    assert np.bincount(z["silo"], minlength=4).tolist() == [199, 172, 30, 85]
+    assert z["user"].max() < 50 and len(np.unique(z["user"])) == 50
+    meta = json.loads(str(z["meta"]))
+    assert meta["params"]["users"] == 50 and meta["params"]["global_seed"] == 0 and meta["instance"] == "zipf-U50-S4-seed0"
+    assert planned_outputs(project, target, *env_args) == set()
+    assert planned_outputs(project, target, *env_args, "seed=1") == {target}
+    edit(project / "config/papers/kato2024.yaml", "params: {user_alpha: 0.5, main_ratio: 0.8, min_records: 1}",
+         "params: {user_alpha: 0.6, main_ratio: 0.8, min_records: 1}")
+    assert planned_outputs(project, target, *env_args) == {target}
+    bad = "data/allocations/heart_disease/kato2024-heart_disease/zipf-50.npz"
+    proc = snakemake(project, "-n", bad, *env_args)
+    assert proc.returncode != 0 and "<distribution>-U<users>-S<silos>-seed<k>" in proc.stdout + proc.stderr

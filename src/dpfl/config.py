@@ -11,8 +11,9 @@ of a claim: dpfl.claims.check_schema(), see _generated_schemas).
 from __future__ import annotations
 
 import copy
-import functools
 import difflib
+import functools
+import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,11 +248,27 @@ class ProjectConfig:
         return {k: v for k, v in self.papers[paper].items() if k not in PAPER_STRUCTURE_KEYS}
 
     def allocation(self, name: str) -> dict:
-        """A configured allocation (a paper's `allocations:` entry, named "<paper>-<name>")."""
+        """A configured allocation: a paper's `allocations:` entry, named "<paper>-<name>", or one instance of a
+        seeded family, "<paper>-<name>/<instance>" (its params = the entry's + the instance's, with the global seed
+        and the dataset; e.g. "kato2024-creditcard/zipf-U1000-S5-seed0")."""
+        family, _, instance = name.partition("/")
         for paper, cfg in self.papers.items():
             for key, entry in cfg.get("allocations", {}).items():
-                if f"{paper}-{key}" == name:
+                if f"{paper}-{key}" != family:
+                    continue
+                kind = ALLOCATION_KINDS[entry["kind"]]
+                if not instance and kind.instances is None:
                     return entry
+                if not instance or kind.instances is None:
+                    want = f"{family}/<instance>" if kind.instances else family
+                    raise ConfigError(f"allocation {name!r}: kind {entry['kind']!r} is named {want}")
+                module, _, function = kind.instances.partition(":")
+                try:
+                    own = getattr(importlib.import_module(module), function)(instance)
+                except ValueError as exc:
+                    raise ConfigError(f"allocation {name!r}: {exc}") from None
+                params = {**entry["params"], **own, "dataset": entry["dataset"], "global_seed": self.globals["seed"]}
+                return {**entry, "params": params, "instance": instance}
         known = [f"{p}-{k}" for p, c in self.papers.items() for k in c.get("allocations", {})]
         raise ConfigError(f"unknown allocation {name!r}; configured allocations: {', '.join(known) or '(none)'}")
 

@@ -36,7 +36,7 @@ wildcard_constraints:
     paper="[a-z]+[0-9]{4}",
     figure="[a-z0-9_]+",
     cell="[A-Za-z0-9_.-]+",
-    allocation="[A-Za-z0-9_.-]+",
+    allocation="[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)?",  # "<paper>-<name>" or "<paper>-<name>/<instance>"
 
 
 def figure_def(wildcards):

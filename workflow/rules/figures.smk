@@ -76,9 +76,13 @@ def allocation_npz(name):
 
 def _allocation_entry(wildcards):
     try:
-        return CFG.allocation(wildcards.allocation)
+        entry = CFG.allocation(wildcards.allocation)
     except dpfl_config.ConfigError as exc:
         raise WorkflowError(str(exc)) from None
+    if entry["dataset"] != wildcards.dataset:
+        raise WorkflowError(f"allocation {wildcards.allocation!r} arranges {entry['dataset']}, not {wildcards.dataset}: "
+                            f"{paths.allocation_npz(entry['dataset'], wildcards.allocation)}")
+    return entry
 
 
 rule allocate:

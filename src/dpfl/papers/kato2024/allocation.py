@@ -30,6 +30,7 @@ is a §10 difference, so there is no `compat` switch here):
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -321,3 +322,72 @@ def histogram(user: np.ndarray, silo: np.ndarray, n_users: int, n_silos: int, ma
     if mask is not None:
         user, silo = user[mask], silo[mask]
     return np.bincount(user * n_silos + silo, minlength=n_users * n_silos).reshape(n_users, n_silos)
+
+
+# --------------------------------------------------------------------------------------------------
+# the `allocate` stage: one file per (dataset, distribution, U, S, seed), named by its instance id
+# --------------------------------------------------------------------------------------------------
+
+_INSTANCE = re.compile(r"^(?P<distribution>uniform|zipf|zipf-iid|zipf-noniid)-U(?P<users>[0-9]+)-S(?P<silos>[0-9]+)"
+                       r"-seed(?P<seed>[0-9]+)$")
+
+
+def parse_instance(instance: str) -> dict:
+    """"zipf-U1000-S5-seed0" -> {distribution: zipf, users: 1000, silos: 5, seed: 0} (the seed index of a run)."""
+    m = _INSTANCE.match(instance)
+    if not m:
+        raise ValueError(f"allocation instance {instance!r} is not <distribution>-U<users>-S<silos>-seed<k> with "
+                         f"distribution one of {', '.join(RECORD_KINDS)} (e.g. zipf-U1000-S5-seed0)")
+    d = m.groupdict()
+    out = {"distribution": d["distribution"], "users": int(d["users"]), "silos": int(d["silos"]), "seed": int(d["seed"])}
+    if out["users"] < 1 or out["silos"] < 1:
+        raise ValueError(f"allocation instance {instance!r}: U and S must be ≥ 1")
+    return out
+
+
+def _rngs(params: dict):
+    """The seed's data RNG (shared by every allocation of this dataset and seed: the same train/test split) and the
+    allocation's own RNG."""
+    from dpfl.seeds import rng_for
+
+    base = (params["global_seed"], "kato2024", params["dataset"])
+    instance = (params["distribution"], params["users"], params["silos"])
+    return rng_for(*base, "data", params["seed"]), rng_for(*base, "allocation", *instance, params["seed"])
+
+
+def build_records(arrays: dict, params: dict, log=print) -> dict:
+    """Creditcard / MNIST (§1.1, §1.2, §2.1): the seed's train/test split (and Creditcard's scaling and undersampling),
+    then each training record's user and silo and the local-test mask. `record` indexes the prepared arrays (MNIST:
+    the concatenation [train; test])."""
+    from dpfl.papers.kato2024.split import creditcard_split, mnist_split
+
+    data_rng, rng = _rngs(params)
+    if params["dataset"] == "creditcard":
+        split = creditcard_split(arrays["X"], arrays["y"], data_rng)
+        labels = arrays["y"]
+    else:
+        split = mnist_split(arrays["y_train"], arrays["y_test"], data_rng)
+        labels = np.concatenate([arrays["y_train"], arrays["y_test"]])
+    keys = ("user_alpha", "silo_alpha", "n_labels", "local_test_threshold", "local_test_fraction")
+    alloc = allocate(params["distribution"], n_users=params["users"], rng=rng, labels=labels[split["train"]],
+                     n_silos=params["silos"], **{k: params[k] for k in keys if k in params})
+    log(f"{params['dataset']} seed {params['seed']}: {len(split['train'])} training records to {params['users']} users "
+        f"and {params['silos']} silos ({params['distribution']}), {int((~alloc['train_mask']).sum())} held out as local tests")
+    return {"record": split["train"], "test": split["test"], "mean": split["mean"], "scale": split["scale"], **alloc}
+
+
+def build_flamby(arrays: dict, params: dict, log=print) -> dict:
+    """HeartDisease / TcgaBrca (§2.2): FLamby's training records, silo by silo in each centre's order, get user ids;
+    `record` indexes the prepared arrays."""
+    if params["silos"] != len(arrays["centers"]):
+        raise ValueError(f"{params['dataset']} has {len(arrays['centers'])} FLamby silos, not {params['silos']}")
+    _, rng = _rngs(params)
+    train = np.flatnonzero(arrays["train"])
+    record = train[np.argsort(arrays["center"][train], kind="stable")]
+    sizes = np.bincount(arrays["center"][record], minlength=len(arrays["centers"]))
+    keys = ("user_alpha", "main_ratio", "min_records")
+    alloc = allocate(params["distribution"], n_users=params["users"], rng=rng, silo_sizes=sizes,
+                     **{k: params[k] for k in keys if k in params})
+    log(f"{params['dataset']} seed {params['seed']}: {len(record)} training records in silos of {sizes.tolist()} to "
+        f"{params['users']} users ({params['distribution']})")
+    return {"record": record, **alloc}
