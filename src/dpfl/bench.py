@@ -8,6 +8,7 @@ and with the cells spread over the available cores as Snakemake runs them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -64,7 +65,7 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
         rows = []
         for cell in jobs.cell_ids(cfg, paper, figure, "none"):
             job = jobs.build_cell_job(cfg, paper, figure, cell, "none")
-            job = jobs.CellJob(**{**job.as_dict(), "params": {**job.params, "trials": trials}})
+            job = dataclasses.replace(job, params={**job.params, "trials": trials})
             r = _run_child(job, inputs, env)
             rows.append((cell, r["seconds"] / trials, r["peak_mb"]))
             print(f"  {figure} {cell:28s} {r['seconds'] / trials:8.1f} s/trial   peak {r['peak_mb']:7.0f} MiB", flush=True)

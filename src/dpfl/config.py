@@ -209,6 +209,7 @@ class ProjectConfig:
     papers: dict  # paper id -> validated, merged paper config
     sources: dict = field(default_factory=dict)  # paper id -> list of files that shaped it
     datasets: dict = field(default_factory=dict)  # dataset -> validated entry of config/datasets.yaml
+    written: dict = field(default_factory=dict)  # paper id -> its paper file as written (no scale overlay, no defaults)
 
     def figure(self, paper: str, figure: str) -> dict:
         if paper not in self.papers:
@@ -242,6 +243,15 @@ class ProjectConfig:
         if mode == "authors-code":
             return deep_merge(spec["params"], spec.get("authors_code", {}).get("params", {}))
         return spec["params"]
+
+    def paper_file_params(self, paper: str, figure: str, mode: str) -> dict:
+        """A figure's params as its paper file writes them (the paper's own settings, before the scale overlay and
+        schema defaults), in a mode: compared with figure_params, they tell a reduced-scale run."""
+        spec = self.written.get(paper, {}).get("figures", {}).get(figure, {})
+        params = spec.get("params", {})
+        if mode == "authors-code":
+            return deep_merge(params, spec.get("authors_code", {}).get("params", {}))
+        return params
 
     def paper_settings(self, paper: str) -> dict:
         """Paper-level settings that shape results (e.g. lowy2023's noise_calibration)."""
@@ -317,7 +327,7 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
     if unknown:
         raise ConfigError(f"invalid configuration in {_short(scale_file)}:\n  - papers: unknown paper {unknown}; allowed: {', '.join(PAPERS)}")
 
-    papers, sources = {}, {}
+    papers, sources, written = {}, {}, {}
     for paper in PAPERS:
         paper_file = root / "config" / "papers" / f"{paper}.yaml"
         schema_path = schemas / "papers" / f"{paper}.schema.yaml"
@@ -326,6 +336,7 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
         overlay = _expand_all_figures(scale.get("papers", {}).get(paper, {}), data)
         if overlay:
             _validate_overlay(overlay, schema_path, f"{_short(scale_file)} (papers.{paper})")
+        written[paper] = copy.deepcopy(data)
         merged = deep_merge(data, overlay)
         validate(merged, schema_path, f"{_short(paper_file)} merged with {_short(scale_file)}")
         for figure, spec in merged["figures"].items():
@@ -351,7 +362,8 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
                 f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - only: unknown figure {figure!r} of paper "
                 f"{paper!r}; allowed: {', '.join(sorted(papers[paper]['figures']))}"
             )
-    return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources, datasets=datasets)
+    return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources, datasets=datasets,
+                         written=written)
 
 
 def _validate_authors_code(paper_cfg: dict, figure: str, schema_path: Path, source: str) -> None:

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -58,15 +59,12 @@ class Progress:
     files, where a redrawn progress bar would be noise)."""
 
     def __init__(self, total: int, log, label: str = ""):
-        import time
-
         self.total, self.log, self.label, self.done = total, log, label, 0
-        self._clock = time.perf_counter
-        self.start = self._clock()
+        self.start = time.perf_counter()
 
     def step(self, message: str = "") -> None:
         self.done += 1
-        elapsed = self._clock() - self.start
+        elapsed = time.perf_counter() - self.start
         eta = elapsed / self.done * (self.total - self.done)
         self.log(f"{self.label} {self.done}/{self.total} ({elapsed:.0f} s, ETA {eta:.0f} s){': ' + message if message else ''}")
 

@@ -53,16 +53,14 @@ def needs(cfg, paper: str, figure: str, mode: str) -> tuple[tuple[str, ...], tup
     return layout(paper, figure).needs(cfg.figure_params(paper, figure, mode))
 
 
-def build_cell_job(cfg, paper: str, figure: str, cell: str, mode: str, **overrides) -> CellJob:
-    """The job of one cell from the resolved configuration `cfg` (dpfl.config.ProjectConfig); `overrides` replace
-    fields (the benchmark sets e.g. trials through params)."""
+def build_cell_job(cfg, paper: str, figure: str, cell: str, mode: str) -> CellJob:
+    """The job of one cell from the resolved configuration `cfg` (dpfl.config.ProjectConfig); change a field with
+    dataclasses.replace (the benchmark sets its trials that way)."""
     known = cell_ids(cfg, paper, figure, mode)
     if cell not in known:
         raise ValueError(f"{paper}/{figure} has no cell {cell!r}; cells: {', '.join(known)}")
     params, settings = layout(paper, figure).cell_params(cfg.figure_params(paper, figure, mode),
                                                          cfg.paper_settings(paper), cell)
     g = cfg.globals
-    job = dict(paper=paper, figure=figure, cell=cell, mode=mode, scale=g["scale"], seed=g["seed"],
-               device=g["device"], params=params, settings=settings)
-    job.update(overrides)
-    return CellJob(**job)
+    return CellJob(paper=paper, figure=figure, cell=cell, mode=mode, scale=g["scale"], seed=g["seed"],
+                   device=g["device"], params=params, settings=settings)

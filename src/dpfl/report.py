@@ -21,6 +21,7 @@ from pathlib import Path
 
 import jinja2
 
+from dpfl import paths
 from dpfl.claims import CAUSES, rounded, summarize_check
 
 VERDICT_ORDER = ["pass", "fail", "inconclusive", "stand-in"]
@@ -87,21 +88,23 @@ def _prepare_claims(claims: list[dict]) -> list[dict]:
     return claims
 
 
-def _link(path: Path, report_dir: Path, standalone: bool) -> str:
-    """Where the page finds a file: a path relative to the report, or (standalone) the file itself as a data: URI."""
-    if standalone:
-        return f"data:{MIME[path.suffix]};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
-    return os.path.relpath(path, report_dir).replace(os.sep, "/")
+def file_link(report_dir: Path, standalone: bool):
+    """How the page refers to a file: a path relative to the report, or (standalone) the file itself as a data: URI."""
+    def link(path: Path) -> str:
+        if standalone:
+            return f"data:{MIME[path.suffix]};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+        return os.path.relpath(path, report_dir).replace(os.sep, "/")
+    return link
 
 
-def collect(figures: list[dict], root: Path, report_dir: Path, standalone: bool = False) -> list[dict]:
-    """One entry per figure variant (paper, figure, mode) with its sidecar, claims, file links and tables."""
+def collect(figures: list[dict], root: Path) -> list[dict]:
+    """One entry per figure variant (paper, figure, mode) with its sidecar, claims, files and tables."""
     entries = []
     for f in figures:
         d = root / f["dir"]
         sidecar = json.loads((d / f"{f['figure']}.json").read_text())
         claims_file = json.loads((d / "claims.json").read_text())
-        log_dir = root / "results" / "logs" / f["paper"] / f["figure"] / ("authors-code" if f["mode"] == "authors-code" else "")
+        log_dir = root / paths.figure_logs(f["paper"], f["figure"], f["mode"])
         md = (d / f"{f['figure']}.md").read_text()
         entries.append({
             "why": "",
@@ -109,9 +112,7 @@ def collect(figures: list[dict], root: Path, report_dir: Path, standalone: bool 
             "sidecar": sidecar,
             "claims": _prepare_claims(claims_file["claims"]),
             "reductions": claims_file.get("reductions", {}),
-            "png": _link(d / f"{f['figure']}.png", report_dir, standalone),
-            "pdf": _link(d / f"{f['figure']}.pdf", report_dir, standalone),
-            "csv": _link(d / f"{f['figure']}.csv", report_dir, standalone),
+            "files": {ext: d / f"{f['figure']}.{ext}" for ext in ("png", "pdf", "csv")},
             "table_html": _markdown_table_to_html(md[md.find("\n|") + 1:]) if "\n|" in md else "",
             "benchmark": _benchmark(log_dir / "table.benchmark.tsv"),
         })
@@ -139,29 +140,18 @@ def _rows(variants: list[dict]) -> list[dict]:
     return list(rows.values())
 
 
-def group_figures(entries: list[dict]) -> list[dict]:
-    """Figures in order, each with its built variants (default mode first) and its claims as rows."""
+def group_variants(entries: list[dict], key: str) -> list[dict]:
+    """Entries of the same (paper, `key`) — a figure, or a claim over several figures — together, each with its built
+    variants (default mode first) and its claims as rows (one cell per variant)."""
     groups: dict[tuple, dict] = {}
     for e in entries:
-        g = groups.setdefault((e["paper"], e["figure"]), {"paper": e["paper"], "figure": e["figure"], "variants": []})
-        g["variants"].append(e)
+        g = groups.setdefault((e["paper"], e[key]), {k: v for k, v in e.items() if k in ("paper", key, "figures")})
+        g.setdefault("variants", []).append(e)
     for g in groups.values():
         g["variants"].sort(key=lambda v: v["mode"] != "none")
         g["rows"] = _rows(g["variants"])
         g["why"] = next((v["why"] for v in g["variants"] if v.get("why")), "")
-        g["anchor"] = f"{g['paper']}-{g['figure']}-{g['variants'][0]['mode']}"
-    return list(groups.values())
-
-
-def group_paper_claims(entries: list[dict]) -> list[dict]:
-    groups: dict[tuple, dict] = {}
-    for e in entries:
-        g = groups.setdefault((e["paper"], e["id"]), {"paper": e["paper"], "id": e["id"], "figures": e["figures"],
-                                                      "variants": []})
-        g["variants"].append(e)
-    for g in groups.values():
-        g["variants"].sort(key=lambda v: v["mode"] != "none")
-        g["rows"] = _rows(g["variants"])
+        g["anchor"] = f"{g['paper']}-{g[key]}-{g['variants'][0]['mode']}"
     return list(groups.values())
 
 
@@ -183,22 +173,23 @@ def _scale_note(entries: list[dict], paper_claims: list[dict], settings: dict) -
             f"not the paper-scale result (cause 'reduced-scale' below); rerun with --config scale=paper for that.")
 
 
-def render_report(figures: list[dict], settings: dict, report_dir: Path, root: Path = Path("."),
-                  paper_claims: list[dict] | None = None, standalone: bool = False) -> tuple[str, Counter]:
-    """The report page (HTML) and the count of claim verdicts, from what the figure stages wrote. `figures`: one
-    dict per built variant (paper, figure, mode, dir[, why]); `paper_claims`: one per built claim over several
-    figures (paper, id, mode, figures, path)."""
-    entries = collect(figures, root, report_dir, standalone)
+def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path, bool]], root: Path = Path("."),
+                   paper_claims: list[dict] | None = None) -> tuple[list[str], Counter]:
+    """The report pages (HTML), one per target (report folder, standalone?), and the count of claim verdicts, from
+    what the figure stages wrote (read once). `figures`: one dict per built variant (paper, figure, mode, dir[, why]);
+    `paper_claims`: one per built claim over several figures (paper, id, mode, figures, path)."""
+    entries = collect(figures, root)
     cross = collect_paper_claims(paper_claims or [], root)
     all_claims = [c for e in [*entries, *cross] for c in e["claims"]]
     verdicts = Counter(c["verdict"] for c in all_claims)
     causes = Counter(c["cause"] for c in all_claims if c.get("cause"))
     env = jinja2.Environment(loader=jinja2.PackageLoader("dpfl", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined)
-    page = env.get_template("report.html.j2").render(
+    template = env.get_template("report.html.j2")
+    shared = dict(
         entries=entries,
-        groups=group_figures(entries),
-        cross_groups=group_paper_claims(cross),
+        groups=group_variants(entries, "figure"),
+        cross_groups=group_variants(cross, "id"),
         settings=settings,
         verdicts=[(v, verdicts.get(v, 0)) for v in VERDICT_ORDER],
         causes=[(c, causes[c], CAUSES[c]) for c in CAUSE_ORDER if causes.get(c)],
@@ -207,6 +198,7 @@ def render_report(figures: list[dict], settings: dict, report_dir: Path, root: P
         papers=sorted({e["paper"] for e in entries}),
         versions=entries[0]["sidecar"]["versions"] if entries else {},
         device=entries[0]["sidecar"]["device"] if entries else {},
-        standalone=standalone,
     )
-    return page, verdicts
+    pages = [template.render(**shared, standalone=standalone, link=file_link(report_dir, standalone))
+             for report_dir, standalone in targets]
+    return pages, verdicts

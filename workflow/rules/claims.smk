@@ -3,30 +3,7 @@
 # lowy2023's C-L89a/b over the 8 panels of Figs 8 and 9); rule paper_claims_<mode> evaluates one on the figures'
 # tidy tables concatenated (panels renamed "<figure>/<panel>") -> results/<paper>/[authors-code/]claims-<id>.json,
 # which the report shows under the paper. It is built when all its figures are selected, in the modes they share.
-import yaml as _yaml
-
 localrules: paper_claims_none, paper_claims_authors_code
-
-
-def _paper_file(paper):
-    """The paper file as written (anchors resolved; no scale overlay, no defaults): the paper's own settings."""
-    path = os.path.join(workflow.basedir, "config", "papers", f"{paper}.yaml")
-    if path not in _PAPER_FILES:
-        with open(path) as fh:
-            _PAPER_FILES[path] = _yaml.safe_load(fh) or {}
-    return _PAPER_FILES[path]
-
-
-_PAPER_FILES = {}
-
-
-def _own_params(paper, figure, mode):
-    """A figure's params as the paper file gives them (the paper's settings), in a mode."""
-    spec = _paper_file(paper).get("figures", {}).get(figure, {})
-    params = spec.get("params", {})
-    if mode == "authors-code":
-        params = dpfl_config.deep_merge(params, spec.get("authors_code", {}).get("params", {}))
-    return params
 
 
 def _figure_mode(paper, figure, mode):
@@ -40,7 +17,7 @@ def claims_context(paper, figures, mode):
     first = CFG.figure(paper, figures[0])
     return {
         "x_name": first.get("claims_x"),
-        "paper_params": {f: _own_params(paper, f, _figure_mode(paper, f, mode)) for f in figures},
+        "paper_params": {f: CFG.paper_file_params(paper, f, _figure_mode(paper, f, mode)) for f in figures},
         "difference": first.get("authors_code", {}).get("why", ""),
     }
 

@@ -29,11 +29,11 @@ def _download_identity(wildcards):
     return {"entry": entry, "data_source": source, "source_key": key}
 
 
-def _download_job(wildcards, output):
-    """The identity plus the mirror in effect now, which the job uses. This function takes `output`, so Snakemake
-    treats its value as derived from the output and leaves it out of the params it compares: the mirror path itself
-    never reruns anything (the identity above decides)."""
-    return {**_download_identity(wildcards), "mirror": _mirror(CFG.data_source(wildcards.dataset))}
+def _download_mirror(wildcards, output):
+    """The mirror in effect now, which the job uses. This function takes `output`, so Snakemake treats its value as
+    derived from the output and leaves it out of the params it compares: the mirror path itself never reruns
+    anything (the identity above decides)."""
+    return _mirror(CFG.data_source(wildcards.dataset))
 
 
 def _mirror(source):
@@ -67,7 +67,7 @@ rule download:
         source=paths.raw_source("{dataset}"),
     params:
         identity=_download_identity,
-        job=_download_job,
+        mirror=_download_mirror,
     log:
         paths.data_logs("{dataset}") + "download.log",
     benchmark:

@@ -56,7 +56,7 @@ def _plot_spec(wildcards):
     # whether this run's settings differ from the paper file's (said on the figure's face)
     from dpfl.claims import scale_reductions
 
-    own = _own_params(wildcards.paper, wildcards.figure, "none")
+    own = CFG.paper_file_params(wildcards.paper, wildcards.figure, "none")
     out["reduced_scale"] = bool(scale_reductions(own, CFG.figure_params(wildcards.paper, wildcards.figure, "none")))
     return out
 

@@ -34,6 +34,20 @@ def sha256_gzip_content(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def check_recorded_files(dataset: str, raw_dir: str | Path, record: dict) -> None:
+    """Every file SOURCE.json lists is present in raw_dir and re-hashes to its recorded sha256; DataError naming the
+    first file that does not (the caller adds how to fix it)."""
+    raw_dir = Path(raw_dir)
+    for f in record["files"]:
+        path = raw_dir / f["name"]
+        if not path.is_file():
+            raise DataError(f"{dataset}: {f['name']}: listed in SOURCE.json but missing ({path})")
+        digest = sha256_file(path)
+        if digest != f["sha256"]:
+            raise DataError(f"{dataset}: {f['name']}: sha256 {digest} differs from SOURCE.json ({f['sha256']}): {path} "
+                            f"changed after its download")
+
+
 def standin_seed(dataset: str) -> np.random.SeedSequence:
     """The seed of a dataset's stand-in, derived from its name only: every machine and run generates the same bytes."""
     return np.random.SeedSequence(int.from_bytes(hashlib.sha256(f"dpfl-standin/{dataset}".encode()).digest()[:16], "big"))

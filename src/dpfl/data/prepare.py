@@ -9,7 +9,7 @@ import importlib
 from pathlib import Path
 
 from dpfl import paths
-from dpfl.data.common import DataError, sha256_file
+from dpfl.data.common import DataError, check_recorded_files
 from dpfl.data.record import fallback_reasons, read_record
 
 
@@ -34,15 +34,10 @@ def prepare(dataset: str, raw_dir: str | Path, log=lambda msg: None) -> tuple[di
     record = read_record(raw_dir)
     if record is None:
         raise DataError(f"{dataset}: no readable SOURCE.json in {raw_dir}; {_refetch_hint(dataset, {})}")
-    for f in record["files"]:
-        path = raw_dir / f["name"]
-        if not path.is_file():
-            raise DataError(f"{dataset}: {f['name']}: listed in SOURCE.json but missing ({path}); "
-                            f"{_refetch_hint(dataset, record)}")
-        digest = sha256_file(path)
-        if digest != f["sha256"]:
-            raise DataError(f"{dataset}: {f['name']}: sha256 {digest} differs from SOURCE.json ({f['sha256']}): {path} "
-                            f"changed after its download; {_refetch_hint(dataset, record)}")
+    try:
+        check_recorded_files(dataset, raw_dir, record)
+    except DataError as exc:
+        raise DataError(f"{exc}; {_refetch_hint(dataset, record)}") from None
     log(f"{len(record['files'])} files verified against SOURCE.json (source {record['source']})")
     loader = importlib.import_module(f"dpfl.data.loaders.{dataset}")
     arrays, info = loader.load(raw_dir)

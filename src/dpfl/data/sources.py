@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from dpfl.data import checks, record as records
-from dpfl.data.common import DataError, gzip_writer, sha256_file, sha256_gzip_content, standin_seed
+from dpfl.data.common import DataError, check_recorded_files, gzip_writer, sha256_file, sha256_gzip_content, standin_seed
 from dpfl.io import write_json
 
 TIMEOUT_SECONDS = 60  # per blocking network operation (connect, each read)
@@ -103,25 +103,13 @@ def _now() -> str:
 
 
 def _verified_copy_present(dataset, entry, raw_dir: Path, log) -> dict | None:
-    """The SOURCE.json record of real files already in raw_dir, if it matches the catalog and every file still
-    re-hashes to it (and to the catalog); else None (the sources are tried)."""
+    """The SOURCE.json record of real files already in raw_dir, if its checksums are ones the catalog accepts and
+    every file still re-hashes to them; else None (the sources are tried)."""
     record = records.read_record(raw_dir)
     if record is None or not records.catalogued_real(entry, record):
         return None
-    recorded = {f["name"]: f for f in record["files"]}
     try:
-        for f in entry["files"]:
-            for name in f["unpack"] or [f["name"]]:
-                path = raw_dir / name
-                if not path.is_file():
-                    raise DataError(f"{dataset}: {name}: listed in SOURCE.json but missing from {raw_dir}")
-                if f["unpack"]:  # a member of a verified archive: compare with what SOURCE.json recorded
-                    if sha256_file(path) != recorded[name]["sha256"]:
-                        raise DataError(f"{dataset}: {name}: sha256 differs from SOURCE.json")
-                else:
-                    rec = _verify(dataset, f, path, f"the copy in {raw_dir}")
-                    if rec["sha256"] != recorded[name]["sha256"]:
-                        raise DataError(f"{dataset}: {name}: sha256 differs from SOURCE.json")
+        check_recorded_files(dataset, raw_dir, record)
     except DataError as exc:
         log(f"{dataset}: the files already in {raw_dir} are not kept ({exc}); fetching again")
         return None

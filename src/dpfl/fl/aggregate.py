@@ -10,23 +10,25 @@ from __future__ import annotations
 import torch
 
 
+def clip_factor(norms: torch.Tensor, clip) -> torch.Tensor:
+    """min(1, clip/‖g‖) for the given norms (a zero norm gives 1): the one clipping rule of the engine."""
+    return torch.where(norms > clip, clip / norms, torch.ones_like(norms))
+
+
 def clip_updates(updates: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Scale each update (last axis = parameters) to norm ≤ clip: min(1, clip/‖Δ‖)·Δ. Returns (clipped, norms)."""
     norms = torch.linalg.vector_norm(updates, dim=-1)
-    factor = torch.where(norms > clip, clip / norms, torch.ones_like(norms))
-    return updates * factor[..., None], norms
+    return updates * clip_factor(norms, clip)[..., None], norms
 
 
 def user_weights(records: torch.Tensor, kind: str) -> torch.Tensor:
     """w_{s,u} from the record counts n_{s,u} (S, U): `avg` 1/S where the user has records in the silo (ULDP-AVG,
     ULDP-SGD), `avg_w` n_{s,u}/n_u (ULDP-AVG-w, paper Eq. 4). Either way Σ_s w_{s,u} ≤ 1."""
-    present = records > 0
+    dtype = torch.get_default_dtype()
     if kind == "avg":
-        return present.to(torch.get_default_dtype()) / records.shape[0]
-    if kind == "avg_w":
-        totals = records.sum(dim=0, keepdim=True)
-        return torch.where(present, records / totals.clamp(min=1), torch.zeros_like(records, dtype=torch.float64)).to(
-            torch.get_default_dtype())
+        return (records > 0).to(dtype) / records.shape[0]
+    if kind == "avg_w":  # zero where the user has no records in the silo
+        return (records / records.sum(dim=0, keepdim=True).clamp(min=1)).to(dtype)
     raise ValueError(f"unknown weighting {kind!r}; expected avg or avg_w")
 
 

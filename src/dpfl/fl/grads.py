@@ -20,6 +20,8 @@ def clip_rows(grads: dict, clip):
     """Clip each row's gradient (all parameters together) to norm ≤ clip: min(1, clip/‖g‖)."""
     import torch
 
+    from dpfl.fl.aggregate import clip_factor
+
     norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(dim=1) for g in grads.values()))
-    factor = (clip / norms).clamp(max=1.0)
+    factor = clip_factor(norms, clip)
     return {k: g * factor.reshape(-1, *([1] * (g.dim() - 1))) for k, g in grads.items()}, norms

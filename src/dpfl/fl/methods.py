@@ -10,6 +10,7 @@ much one record (or user) changes the released quantity `query`.
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,36 +28,39 @@ class Accounting:
 
 @dataclass(frozen=True)
 class Method:
-    """Base of all methods. Subclasses add their update rule; private ones implement the accounting part."""
+    """Base of all methods: what the DAG, the tables and the plots need. Subclasses add their update rule."""
 
     id: str
     label: str
     private: bool
 
-    def accounting(self, **sizes) -> Accounting:
-        raise NotImplementedError(f"{self.id} is not private")
 
+class PrivateMethod(Method, abc.ABC):
+    """A method family with privacy accounting. Its accounting hooks are abstract: a subclass that leaves one out
+    cannot be instantiated, so the registry never holds a private method the privacy test cannot check.
+    A subclass also sets `probe_sizes` (a small, valid setting of `accounting`'s arguments, for that test)."""
+
+    @abc.abstractmethod
+    def accounting(self, **sizes) -> Accounting:
+        """The mechanism, steps and δ of one run with these sizes."""
+
+    @abc.abstractmethod
     def sensitivity(self, clip: float) -> float:
         """Largest change of `query` when one record (or user) is replaced, for clip bound `clip`."""
-        raise NotImplementedError(f"{self.id} is not private")
 
     def noise_std(self, z: float | np.ndarray, clip: float | np.ndarray):
         """Standard deviation of the Gaussian noise for noise multiplier z: z × sensitivity."""
         return z * self.sensitivity(clip)
 
-    # hooks of the privacy test, implemented by each private method with its own update code
+    @abc.abstractmethod
     def query(self, model, X: np.ndarray, y: np.ndarray, W: np.ndarray, clip: float) -> np.ndarray:
         """The quantity the method perturbs, for one silo holding rows (X, y), at parameters W."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def noise_probe(self, model, dim: int, z: float, clip: float, sizes: dict, samples: int,
                     rng: np.random.Generator) -> np.ndarray:
         """Noise samples as the method's own update injects them for multiplier z, on data whose gradients are
         zero, in the units of `query`."""
-        raise NotImplementedError
-
-    #: sizes for the privacy test (a small, valid setting of `accounting`'s arguments)
-    probe_sizes: tuple = ()
 
 
 METHODS: dict[str, Method] = {}
@@ -64,6 +68,8 @@ METHODS: dict[str, Method] = {}
 
 def register(*methods: Method) -> None:
     for m in methods:
+        if m.private and not isinstance(m, PrivateMethod):
+            raise TypeError(f"method {m.id!r} is private but not a PrivateMethod (it has no accounting hooks)")
         if m.id in METHODS and METHODS[m.id] is not m:
             raise ValueError(f"method id {m.id!r} is registered twice")
         METHODS[m.id] = m

@@ -20,7 +20,8 @@ RULES = ("paper", "accountant")
 class NoiseLevel:
     z_paper: float  # the paper's formula
     eps_certified_paper: float  # ε the accountant certifies for z_paper
-    z_used: float  # the multiplier the run uses
+    z_accountant: float  # the smallest multiplier the accountant certifies at the nominal ε (a diagnostic either way)
+    z_used: float  # the multiplier the run uses: z_paper or z_accountant
     eps_certified: float  # ε the accountant certifies for z_used
     delta: float
 
@@ -36,12 +37,15 @@ def calibrated_multiplier(accounting, eps: float, guess: float | None = None) ->
 
 
 def noise_level(accounting, eps: float, z_paper: float, rule: str) -> NoiseLevel:
-    """The multiplier to use at nominal `eps` under `rule`, with the ε certified for it and for the paper's."""
+    """The multiplier to use at nominal `eps` under `rule`, with the accountant's calibrated multiplier and the ε
+    certified for the one used and for the paper's."""
     if rule not in RULES:
         raise ValueError(f"noise calibration must be one of {RULES}, got {rule!r}")
     mech, steps, delta = accounting.mechanism, int(accounting.steps), accounting.delta
     eps_paper = epsilon(mech, z_paper, steps, delta)
     # ε falls roughly like 1/z: start the search where the paper's multiplier, rescaled, would land
-    z_used = z_paper if rule == "paper" else calibrated_multiplier(accounting, eps, z_paper * max(eps_paper, 1e-12) / eps)
+    z_accountant = calibrated_multiplier(accounting, eps, z_paper * max(eps_paper, 1e-12) / eps)
+    z_used = z_paper if rule == "paper" else z_accountant
     eps_used = eps_paper if z_used == z_paper else epsilon(mech, z_used, steps, delta)
-    return NoiseLevel(z_paper=z_paper, eps_certified_paper=eps_paper, z_used=z_used, eps_certified=eps_used, delta=delta)
+    return NoiseLevel(z_paper=z_paper, eps_certified_paper=eps_paper, z_accountant=z_accountant, z_used=z_used,
+                      eps_certified=eps_used, delta=delta)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dpfl.io import atomic_path, get_logger
-from dpfl.report import render_report
+from dpfl.report import render_reports
 
 
 def build_report(figures: list[dict], settings: dict, out_html: str, log_path: str | None = None,
@@ -18,12 +18,13 @@ def build_report(figures: list[dict], settings: dict, out_html: str, log_path: s
     self-contained copy (none if None)."""
     log = get_logger(log_path, "report")
     root = Path(root)
-    outputs = [(Path(out_html), False)] + ([(Path(standalone_html), True)] if standalone_html else [])
-    for out, standalone in outputs:
-        report_dir = (root / out).parent if not out.is_absolute() else out.parent
-        page, verdicts = render_report(figures, settings, report_dir, root, paper_claims, standalone=standalone)
-        with atomic_path(root / out if not out.is_absolute() else out) as tmp:
+    outputs = [Path(out_html)] + ([Path(standalone_html)] if standalone_html else [])
+    outputs = [out if out.is_absolute() else root / out for out in outputs]
+    pages, verdicts = render_reports(figures, settings, [(out.parent, i > 0) for i, out in enumerate(outputs)], root,
+                                     paper_claims)
+    for i, (out, page) in enumerate(zip(outputs, pages)):
+        with atomic_path(out) as tmp:
             tmp.write_text(page)
-        log.info("report%s with %d figures and %d claims (%s) -> %s", " (standalone)" if standalone else "",
+        log.info("report%s with %d figures and %d claims (%s) -> %s", " (standalone)" if i else "",
                  len({(f["paper"], f["figure"], f["mode"]) for f in figures}), sum(verdicts.values()),
                  ", ".join(f"{k}: {v}" for k, v in verdicts.items()), out)
