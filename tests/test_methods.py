@@ -14,11 +14,15 @@ import math
 import numpy as np
 import pytest
 
+from dpfl.fl.methods import GlmProbeMethod
 from dpfl.models.glm import GLM
 from dpfl.papers import load_methods
 from dpfl.privacy.calibration import noise_level
 
 PRIVATE = sorted(m.id for m in load_methods().values() if m.private)
+#: record-level methods whose released quantity the tests below recompute on a GLM (dpfl.fl.methods.GlmProbeMethod);
+#: user-level methods (kato2024) are checked on their own engine in tests/test_kato_methods.py
+PROBED = sorted(m.id for m in load_methods().values() if m.private and isinstance(m, GlmProbeMethod))
 
 
 def method(mid):
@@ -30,7 +34,7 @@ def test_every_paper_with_training_registers_methods():
     assert all(not m.private for m in load_methods().values() if m.id not in PRIVATE)
 
 
-@pytest.mark.parametrize("mid", PRIVATE)
+@pytest.mark.parametrize("mid", PROBED)
 @pytest.mark.parametrize("z, clip", [(0.8, 1.0), (2.5, 0.3)])
 def test_injected_noise_std_is_multiplier_times_sensitivity(mid, z, clip):
     m = method(mid)
@@ -42,7 +46,7 @@ def test_injected_noise_std_is_multiplier_times_sensitivity(mid, z, clip):
     assert abs(samples.mean()) < 4 * want / math.sqrt(samples.size)
 
 
-@pytest.mark.parametrize("mid", PRIVATE)
+@pytest.mark.parametrize("mid", PROBED)
 @pytest.mark.parametrize("kind", ["logistic", "linear", "softmax"])
 def test_sensitivity_bounds_and_is_attained_by_one_replacement(mid, kind):
     m = method(mid)
@@ -84,16 +88,23 @@ def test_accountant_calibration_certifies_the_target(mid, eps):
     assert level.eps_certified == pytest.approx(epsilon(acc.mechanism, level.z_used, acc.steps, acc.delta))
     # the same number from dp-accounting's own accountant, for the mechanism the method declares
     mech = acc.mechanism
-    assert mech.sampling == "without_replacement"
-    event = rdp.RdpAccountant(list(STANDARD_ORDERS), neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    relation = {"replace": dp_accounting.NeighboringRelation.REPLACE_ONE,
+                "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE}[m.neighbouring]
+    event = rdp.RdpAccountant(list(STANDARD_ORDERS), neighboring_relation=relation)
     event.compose(_dp_event(mech, level.z_used), acc.steps)
-    assert event.get_epsilon(acc.delta) == pytest.approx(level.eps_certified, rel=1e-6)
+    # Poisson sampling: dpfl evaluates fractional orders with Opacus's formula, dp-accounting with its own series
+    # (both upper bounds; they differ in the 5th digit)
+    assert event.get_epsilon(acc.delta) == pytest.approx(level.eps_certified, rel=1e-4 if mech.sampling == "poisson" else 1e-6)
 
 
 def _dp_event(mech, z):
+    """The dp-accounting event of the declared mechanism, written out here (not through dpfl's own mapping)."""
     import dp_accounting
 
-    if mech.batch_size == mech.population:
-        return dp_accounting.GaussianDpEvent(z)
-    return dp_accounting.SampledWithoutReplacementDpEvent(
-        mech.population, mech.batch_size, dp_accounting.GaussianDpEvent(z))
+    gaussian = dp_accounting.GaussianDpEvent(z)
+    if mech.sampling == "none" or (mech.sampling == "without_replacement" and mech.batch_size == mech.population):
+        return gaussian
+    if mech.sampling == "poisson":
+        return dp_accounting.PoissonSampledDpEvent(mech.q, gaussian)
+    assert mech.sampling == "without_replacement"
+    return dp_accounting.SampledWithoutReplacementDpEvent(mech.population, mech.batch_size, gaussian)

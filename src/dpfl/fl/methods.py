@@ -37,8 +37,11 @@ class Method:
 
 class PrivateMethod(Method, abc.ABC):
     """A method family with privacy accounting. Its accounting hooks are abstract: a subclass that leaves one out
-    cannot be instantiated, so the registry never holds a private method the privacy test cannot check.
-    A subclass also sets `probe_sizes` (a small, valid setting of `accounting`'s arguments, for that test)."""
+    cannot be instantiated, so the registry never holds a private method the privacy tests cannot check.
+    A subclass also sets `probe_sizes` (a small, valid setting of `accounting`'s arguments, for those tests) and
+    `neighbouring` (what one privacy unit's change is: "replace" one record, or "add_remove" one user)."""
+
+    neighbouring = "replace"
 
     @abc.abstractmethod
     def accounting(self, **sizes) -> Accounting:
@@ -46,11 +49,16 @@ class PrivateMethod(Method, abc.ABC):
 
     @abc.abstractmethod
     def sensitivity(self, clip: float) -> float:
-        """Largest change of `query` when one record (or user) is replaced, for clip bound `clip`."""
+        """Largest change of the released quantity when one privacy unit changes, for clip bound `clip`."""
 
     def noise_std(self, z: float | np.ndarray, clip: float | np.ndarray):
         """Standard deviation of the Gaussian noise for noise multiplier z: z × sensitivity."""
         return z * self.sensitivity(clip)
+
+
+class GlmProbeMethod(PrivateMethod):
+    """A record-level private method whose released quantity can be computed for one silo of a GLM (numpy), so
+    the registry-wide test (tests/test_methods.py) can replace records and measure the injected noise."""
 
     @abc.abstractmethod
     def query(self, model, X: np.ndarray, y: np.ndarray, W: np.ndarray, clip: float) -> np.ndarray:

@@ -1,10 +1,22 @@
-"""kato2024 (Kato, Xiong, Takagi, Cao, Yoshikawa, PVLDB 2024): ULDP-FL (spec/kato2024.md). Landed: Fig 2."""
+"""kato2024 (Kato, Xiong, Takagi, Cao, Yoshikawa, PVLDB 2024): ULDP-FL (spec/kato2024.md).
+
+Modules: `methods` (the ten methods and their accounting), `uldp` (their round rules, vectorized over seeds, silos
+and users on dpfl.fl.local), `allocation` and `split` (records to users and silos, per seed), `group` (GROUP's
+record bounding), `layout` (cells and inputs of a training figure), `cell` (one method on one panel, all seeds),
+`table` and `plot` (Fig 2 and the training figures).
+"""
 
 from dpfl.figure import AllocationKind, FigureDef
 
 FIGURES = {
     "fig2": FigureDef(table="dpfl.papers.kato2024.table:fig2", plot="dpfl.papers.kato2024.plot:fig2", has_compat=True),
+    **{fig: FigureDef(table="dpfl.papers.kato2024.table:curves", plot="dpfl.papers.kato2024.plot:curves",
+                      kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.layout",
+                      cell="dpfl.papers.kato2024.cell:run_cell")
+       for fig in ("fig4", "fig6", "fig7", "fig8", "fig9", "fig10a")},
 }
+
+METHODS_MODULE = "dpfl.papers.kato2024.methods"
 
 ALLOCATION_KINDS = {
     # §1.1-1.2 + §2.1: the seed's split, then users and silos for every training record

@@ -1,6 +1,7 @@
-"""Plot of kato2024 Fig 2."""
+"""Plots of kato2024: Fig 2 and the training figures (curves over rounds). They read only the figure table."""
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 from dpfl.plotting import PALETTE
 
@@ -37,3 +38,60 @@ def _label_place(k, ks) -> dict:
 
 def _fmt(eps: float) -> str:
     return f"{eps:,.0f}" if eps >= 100 else f"{eps:.2f}"
+
+
+METRIC_LABELS = {"balanced_accuracy": "balanced accuracy", "accuracy": "accuracy", "c_index": "C-index"}
+
+
+def curves(df, spec, meta):
+    """Training figures (Figs 4, 6-10): per panel, the left plot (utility, or test loss) vs round with a ±1 std
+    band over seeds, and the right plot ε vs round (log y); one colour per curve, in the table's order. A curve
+    whose certified ε differs from the nominal one also shows the certified ε dashed."""
+    plot = spec["plot"]
+    left = plot.get("left", "utility")
+    panels = list(dict.fromkeys(df["panel"]))
+    ncol = int(plot.get("panels_per_row", 2))
+    nrow = int(np.ceil(len(panels) / ncol))
+    size = plot.get("figsize") or [5.2 * ncol, 2.6 * nrow + 0.6]
+    fig, axes = plt.subplots(nrow, 2 * ncol, figsize=size, layout="constrained", squeeze=False)
+    curves_order = list(dict.fromkeys(df["curve"]))
+    colours = {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(curves_order)}
+    rounds = df[df["window"] == "round"]
+    metric = df["metric"].iloc[0]
+    column = df["loss"].iloc[0] if left == "loss" else "utility"
+    ylabel = plot.get("ylabel") or ("test loss" + (" (sum of per-batch means)" if column == "test_loss_batch_sum"
+                                                   else " (mean)") if left == "loss" else METRIC_LABELS[metric])
+    for i, panel in enumerate(panels):
+        ax_u, ax_e = axes[i // ncol, 2 * (i % ncol)], axes[i // ncol, 2 * (i % ncol) + 1]
+        d = rounds[rounds["panel"] == panel]
+        first = d.iloc[0]
+        title = f"({panel}) U = {first['users']}, S = {first['silos']}, {first['distribution']}"
+        for label in curves_order:
+            c = d[(d["curve"] == label) & (d["quantity"] == column)].sort_values("x")
+            if not c.empty:
+                ax_u.plot(c["x"], c["y"], color=colours[label], lw=1.2, label=label)
+                ax_u.fill_between(c["x"], c["y_lo"], c["y_hi"], color=colours[label], alpha=0.15, lw=0)
+            e = d[(d["curve"] == label) & (d["quantity"] == "eps")].sort_values("x")
+            if not e.empty:
+                ax_e.plot(e["x"], e["y"], color=colours[label], lw=1.2)
+                ec = d[(d["curve"] == label) & (d["quantity"] == "eps_certified")].sort_values("x")
+                if not ec.empty and not np.allclose(ec["y"].to_numpy(), e["y"].to_numpy(), rtol=1e-9):
+                    ax_e.plot(ec["x"], ec["y"], color=colours[label], lw=0.9, ls="--")
+        ax_u.set_title(title, fontsize=8)
+        ax_u.set_xlabel("round")
+        ax_u.set_ylabel(ylabel)
+        if plot.get("log_left", False):
+            ax_u.set_yscale("log")
+        ax_e.set_yscale("log")
+        ax_e.set_xlabel("round")
+        ax_e.set_ylabel("ε (δ = 1e-5)")
+    for j in range(len(panels), nrow * ncol):
+        axes[j // ncol, 2 * (j % ncol)].set_visible(False)
+        axes[j // ncol, 2 * (j % ncol) + 1].set_visible(False)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    if any((rounds["quantity"] == "eps_certified").any() for _ in [0]):
+        from matplotlib.lines import Line2D
+        handles.append(Line2D([], [], color="0.3", ls="--", lw=0.9))
+        labels.append("certified ε where it differs from the plotted one")
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(5, len(labels)), fontsize=7)
+    return fig

@@ -1,6 +1,9 @@
-"""kato2024 Fig 2: group-privacy ε vs group size k, RDP conversion vs normal-DP conversion (spec §5)."""
+"""kato2024 figure tables: Fig 2 (group-privacy ε vs group size k, RDP conversion vs normal-DP conversion, spec §5)
+and the training figures (curves over rounds, mean over seeds)."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -32,4 +35,61 @@ def fig2(params: dict, log) -> pd.DataFrame:
                      "converged": r["converged"]})
     df = pd.DataFrame(rows)
     df["sigma"], df["q"], df["steps"], df["delta"] = z, params["q"], steps, delta
+    return df
+
+
+# ---------------------------------------------------------------------------------------- training figures
+
+QUANTITIES = ("utility", "test_loss", "test_loss_batch_sum", "eps", "eps_certified")
+
+
+def curves(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
+    """The tidy table of a training figure (Figs 4, 6-10): per (panel, curve, quantity) the mean over seeds after
+    every round (x = round; failed runs leave the mean from their first NaN round on, `seeds` says how many are
+    left), ±1 std (y_lo, y_hi) and the standard error; plus, per (panel, curve, quantity), one `window: final` row
+    (the last round) and one `window: early` row (the mean over the first half of the rounds), spec §8. Utility is higher-is-better; `loss` names
+    the test-loss column the paper plots (mean, or the per-batch sum under K2)."""
+    runs = pd.concat(tables, ignore_index=True).rename(columns={"label": "curve"})
+    T = int(runs["round"].max())
+    meta_cols = ["panel", "method", "curve", "q", "users", "silos", "distribution"]
+    out = []
+    for keys, d in runs.groupby(meta_cols, sort=False):
+        meta = dict(zip(meta_cols, keys))
+        n_seeds = d["seed"].nunique()
+        extra = {"group_k": float(d["group_k"].median()) if d["group_k"].notna().any() else np.nan,
+                 "failed_seeds": int(d.groupby("seed")["failed"].any().sum()), "n_seeds": n_seeds,
+                 "multiplier_used": float(d["multiplier_used"].iloc[0]),
+                 "seconds_per_round": float(d["seconds_per_round"].iloc[0]), "device": d["device"].iloc[0],
+                 "metric": d["metric"].iloc[0]}
+        for quantity in QUANTITIES:
+            wide = d.pivot(index="round", columns="seed", values=quantity).sort_index()
+            vals = wide.to_numpy(float)
+            if np.isnan(vals).all():
+                continue
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean = np.nanmean(vals, axis=1)
+                std = np.nanstd(vals, axis=1, ddof=1) if n_seeds > 1 else np.zeros(len(vals))
+            valid = np.isfinite(vals).sum(axis=1)
+            se = np.where(valid > 1, np.nan_to_num(std) / np.sqrt(np.maximum(valid, 1)), 0.0)
+            for t, m, s, e, v in zip(wide.index, mean, std, se, valid):
+                if v == 0:
+                    continue
+                s = 0.0 if not np.isfinite(s) else s
+                row = {**meta, "quantity": quantity, "window": "round", "x": int(t), "y": m, "y_lo": m - s,
+                       "y_hi": m + s, "se": e, "seeds": int(v), **extra}
+                out.append(row)
+                if t == T:  # spec §8 "final": the last round, mean over the seeds still valid there
+                    out.append({**row, "window": "final"})
+            half = vals[: max(1, T // 2)]
+            per_seed = np.nanmean(half, axis=0) if np.isfinite(half).any() else np.full(vals.shape[1], np.nan)
+            ok = per_seed[np.isfinite(per_seed)]
+            if len(ok):
+                out.append({**meta, "quantity": quantity, "window": "early", "x": T // 2, "y": float(ok.mean()),
+                            "y_lo": np.nan, "y_hi": np.nan,
+                            "se": float(ok.std(ddof=1) / np.sqrt(len(ok))) if len(ok) > 1 else 0.0,
+                            "seeds": len(ok), **extra})
+    df = pd.DataFrame(out)
+    df["loss"] = "test_loss_batch_sum" if params["implementation"]["test_loss"] == "batch_sum" else "test_loss"
+    log(f"{df['curve'].nunique()} curves over {df['panel'].nunique()} panels, {T} rounds")
     return df

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpfl.fl.methods import Accounting, PrivateMethod, register
+from dpfl.fl.methods import Accounting, GlmProbeMethod, register
 
 
 def paper_sigma(L: float, steps: int, n: int, eps: float, delta: float) -> float:
@@ -22,7 +22,7 @@ def paper_sigma(L: float, steps: int, n: int, eps: float, delta: float) -> float
 
 
 @dataclass(frozen=True)
-class IsrlMethod(PrivateMethod):
+class IsrlMethod(GlmProbeMethod):
     """update: "minibatch" (each silo sends one noisy minibatch gradient per round) or "local" (each silo takes
     K noisy single-record steps per round and sends its model). The non-private twins share the class (and its
     accounting hooks, unused) and run with noise 0."""

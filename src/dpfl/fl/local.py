@@ -1,0 +1,216 @@
+"""Local training of many model copies at once: every (run, silo, user) pair of a round is one row of a parameter
+matrix θ (P, D), trained by `torch.func` (`functional_call` + `grad` + `vmap`) on its own padded, masked records.
+No per-pair module copies and no Python loop over pairs: one batched step per minibatch position.
+
+- `FlatModel`: a torch module seen as a function of one flat parameter vector, with its loss (`ce`, `nll`, `bce`
+  or the batch-coupled `cox`). Loss = mean over the valid (masked-in) rows of a batch.
+- `Buckets`: pairs grouped by padded size (n ≤ B: the next power of two; n > B: whole batches), so padding costs
+  at most 2× and every pair of a bucket takes the same number of steps per epoch.
+- `local_sgd`: Q epochs of shuffled minibatch SGD (batch B, lr η) for every pair (torch DataLoader semantics: the
+  last batch of an epoch holds the remainder); returns θ_pair after training.
+- `mean_grads`: each pair's gradient of its mean loss over all its records (ULDP-SGD).
+- `dp_sgd`: Opacus-semantics DP-SGD for every pair (record level): Poisson sampling at rate q, per-example
+  gradients clipped at C (one norm over all parameters), N(0, σ²C²) on the sum, divided by the expected batch size.
+Randomness comes from one `torch.Generator` (shuffles, Poisson draws, noise) and the global torch RNG (dropout,
+vmap randomness="different"), both seeded by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
+
+from dpfl.fl.aggregate import clip_factor
+
+LOSSES = ("ce", "nll", "bce", "cox")
+
+
+class FlatModel:
+    """A module as f(θ, X) for a flat θ (D,). `loss`: ce (logits, int labels), nll (log-probabilities), bce
+    (one logit, 0/1 labels) or cox (one risk score, y = (T, E) in the last axis; the loss couples a batch's rows)."""
+
+    def __init__(self, module: torch.nn.Module, loss: str):
+        if loss not in LOSSES:
+            raise ValueError(f"unknown loss {loss!r}; known: {', '.join(LOSSES)}")
+        self.module, self.loss = module, loss
+        params = dict(module.named_parameters())
+        self.names = list(params)
+        self.shapes = [p.shape for p in params.values()]
+        self.sizes = [p.numel() for p in params.values()]
+        self.dim = sum(self.sizes)
+        self.buffers = dict(module.named_buffers())
+
+    @property
+    def coupled(self) -> bool:
+        """Whether a row's loss depends on the other rows of its batch (Cox)."""
+        return self.loss == "cox"
+
+    def initial(self) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1) for p in self.module.parameters()])
+
+    def unflatten(self, theta: torch.Tensor) -> dict:
+        return {n: t.reshape(s) for n, t, s in zip(self.names, torch.split(theta, self.sizes), self.shapes)}
+
+    def forward(self, theta: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        return functional_call(self.module, (self.unflatten(theta), self.buffers), (X,))
+
+    def row_losses(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Per-row losses of a non-coupled loss."""
+        if self.loss == "ce":
+            return F.cross_entropy(out, y.long(), reduction="none")
+        if self.loss == "nll":
+            return F.nll_loss(out, y.long(), reduction="none")
+        if self.loss == "bce":
+            return F.binary_cross_entropy_with_logits(out, y.to(out.dtype), reduction="none")
+        raise ValueError("the Cox loss has no per-row losses")
+
+    def batch_loss_from_outputs(self, out: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Mean loss over the valid rows (0 for a batch without any)."""
+        count = mask.sum().clamp(min=1).to(out.dtype)
+        if self.loss == "cox":
+            return masked_cox(out, y[..., 0], y[..., 1], mask)
+        return torch.where(mask, self.row_losses(out, y), torch.zeros((), dtype=out.dtype)).sum() / count
+
+    def batch_loss(self, theta, X, y, mask) -> torch.Tensor:
+        return self.batch_loss_from_outputs(self.forward(theta, X), y, mask)
+
+
+def masked_cox(score, time, event, mask) -> torch.Tensor:
+    """The batch-mean negative Cox partial log-likelihood over the valid rows (spec §3): sorted by T descending
+    (padding last, so it never enters a risk set), max score subtracted, −(1/|b|) Σ_i E_i (s_i − log Σ_{j≤i} e^{s_j}).
+    Ties keep their input order. 0 for fewer than one valid row."""
+    key = torch.where(mask, time, torch.full_like(time, -math.inf))
+    order = torch.argsort(key, descending=True, stable=True)
+    s, e, m = score[order], event[order].to(score.dtype), mask[order]
+    s = torch.where(m, s, torch.zeros_like(s))
+    top = torch.where(m, s, torch.full_like(s, -math.inf)).max().detach()
+    s = s - torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    log_risk = torch.logcumsumexp(s, dim=-1)
+    terms = torch.where(m, (s - log_risk) * e, torch.zeros_like(s))
+    return -terms.sum() / m.sum().clamp(min=1).to(score.dtype)
+
+
+# ------------------------------------------------------------------------------------------ pair data
+
+
+@dataclass
+class Bucket:
+    pairs: torch.Tensor  # (Pb,) indices into the pair list
+    X: torch.Tensor  # (Pb, n_pad, ...)
+    y: torch.Tensor  # (Pb, n_pad, ...)
+    mask: torch.Tensor  # (Pb, n_pad)
+    counts: torch.Tensor  # (Pb,)
+
+
+def padded_size(n: int, batch: int) -> int:
+    """n ≤ B: the next power of two (at most B); n > B: whole batches."""
+    if n > batch:
+        return int(math.ceil(n / batch) * batch)
+    return min(batch, 1 << max(0, int(n - 1).bit_length()))
+
+
+def make_buckets(records: list[tuple[np.ndarray, np.ndarray]], batch: int, device, chunk: int | None = None) -> list[Bucket]:
+    """Group pairs (X_p, y_p) by padded size; each bucket is padded and moved to `device` once. `chunk` caps the
+    pairs of a bucket (memory: a bucket's parameter copies are (pairs, D))."""
+    sizes = np.array([padded_size(len(x), batch) for x, _ in records])
+    out = []
+    for size in np.unique(sizes):
+        idx = np.flatnonzero(sizes == size)
+        for start in range(0, len(idx), chunk or len(idx)):
+            part = idx[start: start + (chunk or len(idx))]
+            x0, y0 = records[part[0]]
+            X = np.zeros((len(part), size, *x0.shape[1:]), dtype=np.float32)
+            Y = np.zeros((len(part), size, *y0.shape[1:]), dtype=y0.dtype)
+            M = np.zeros((len(part), size), dtype=bool)
+            for i, p in enumerate(part):
+                x, y = records[p]
+                X[i, : len(x)], Y[i, : len(x)], M[i, : len(x)] = x, y, True
+            out.append(Bucket(torch.as_tensor(part, device=device), torch.as_tensor(X, device=device),
+                              torch.as_tensor(Y, device=device), torch.as_tensor(M, device=device),
+                              torch.as_tensor(M.sum(1), device=device)))
+    return out
+
+
+def _gather(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    return torch.gather(t, 1, idx.reshape(*idx.shape, *([1] * (t.dim() - 2))).expand(*idx.shape, *t.shape[2:]))
+
+
+# ------------------------------------------------------------------------------------------ training
+
+
+def local_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, batch: int, lr: float,
+              gen: torch.Generator) -> torch.Tensor:
+    """Q epochs of shuffled minibatch SGD for every pair of the bucket, from θ (Pb, D); returns the trained θ."""
+    fm.module.train()
+    step = vmap(grad(fm.batch_loss), in_dims=(0, 0, 0, 0), randomness="different")
+    n_pad = bucket.mask.shape[1]
+    steps = max(1, math.ceil(n_pad / batch))
+    theta = theta.clone()
+    for _ in range(epochs):
+        keys = torch.rand(bucket.mask.shape, generator=gen, device=theta.device)
+        order = torch.argsort(torch.where(bucket.mask, keys, torch.full_like(keys, 2.0)), dim=1)
+        for j in range(steps):
+            idx = order[:, j * batch: (j + 1) * batch]
+            m = _gather(bucket.mask, idx)
+            g = step(theta, _gather(bucket.X, idx), _gather(bucket.y, idx), m)
+            theta = theta - lr * g
+    return theta
+
+
+def mean_grads(fm: FlatModel, theta: torch.Tensor, bucket: Bucket) -> torch.Tensor:
+    """Each pair's gradient of its mean loss over all its records, at θ (Pb, D)."""
+    fm.module.train()
+    return vmap(grad(fm.batch_loss), randomness="different")(theta, bucket.X, bucket.y, bucket.mask)
+
+
+def per_example_grads(fm: FlatModel, theta: torch.Tensor, X, y, mask) -> torch.Tensor:
+    """(n, D) gradients of each valid row of one batch, in Opacus's semantics for the batch-mean loss: the
+    gradient of that row's own loss; for a coupled loss (Cox), |b|·(∂L_batch/∂out_i)·∂out_i/∂θ (Opacus's hooks
+    on a linear layer). Padding rows give zero."""
+    if not fm.coupled:
+        def one(t, x, yy):
+            return fm.row_losses(fm.forward(t, x[None]), yy[None]).sum()
+        g = vmap(grad(one), in_dims=(None, 0, 0), randomness="different")(theta, X, y)
+    else:
+        out = fm.forward(theta, X).detach()
+        dout = grad(lambda o: fm.batch_loss_from_outputs(o, y, mask))(out)
+        c = (dout * mask.sum().to(out.dtype)).detach()
+
+        def one(t, x, ci):
+            return (fm.forward(t, x[None]) * ci).sum()
+        g = vmap(grad(one), in_dims=(None, 0, 0))(theta, X, c)
+    return torch.where(mask[:, None], g, torch.zeros_like(g))
+
+
+def dp_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, batch: int, lr: float, clip: float,
+           sigma: float, gen: torch.Generator) -> torch.Tensor:
+    """Opacus-semantics DP-SGD (record level) for every pair of the bucket, from θ (Pb, D): per pair with N records,
+    q = 1/⌈N/B⌉ and ⌈N/B⌉ steps per epoch; each step samples every record with probability q, clips each
+    per-example gradient at C, adds N(0, σ²C²) to the sum and divides by the expected batch size ⌊N·q⌋."""
+    fm.module.train()
+    counts = bucket.counts.to(theta.dtype)
+    steps_per_epoch = torch.ceil(counts / batch).clamp(min=1)
+    q = 1.0 / steps_per_epoch
+    expected = torch.floor(counts * q).clamp(min=1)
+    theta = theta.clone()
+    per_pair = vmap(lambda t, x, yy, m: per_example_grads(fm, t, x, yy, m), randomness="different")
+    for _ in range(epochs):
+        for j in range(int(steps_per_epoch.max())):
+            active = j < steps_per_epoch  # pairs with fewer steps per epoch are done
+            take = (torch.rand(bucket.mask.shape, generator=gen, device=theta.device) < q[:, None]) & bucket.mask
+            width = max(1, int(take.sum(1).max()))
+            idx = torch.argsort((~take).to(torch.int8), dim=1, stable=True)[:, :width]  # sampled rows first
+            m = _gather(take, idx)
+            Xb, yb = _gather(bucket.X, idx), _gather(bucket.y, idx)
+            g = per_pair(theta, Xb, yb, m)  # (Pb, width, D)
+            norms = torch.linalg.vector_norm(g, dim=-1)
+            summed = (g * clip_factor(norms, clip)[..., None]).sum(1)
+            noise = torch.randn(summed.shape, generator=gen, device=theta.device, dtype=theta.dtype)
+            update = (summed + sigma * clip * noise) / expected[:, None]
+            theta = torch.where(active[:, None], theta - lr * update, theta)
+    return theta

@@ -1,0 +1,64 @@
+"""The shape of a kato2024 training figure, read when the DAG is built: one cell per (panel, method[, sampling
+rate]), named "<panel>-<method id>" or "<panel>-<method id>-q<q>" (ULDP-AVG-ws), each reading the panel's
+allocation of every seed."""
+
+from __future__ import annotations
+
+from dpfl.papers.kato2024.methods import BY_ID
+
+
+def method_cells(params: dict) -> list[tuple[str, float | None]]:
+    """(method id, q or None) of every curve of a panel: the listed methods; AVG-ws once per sampling rate."""
+    out = []
+    for mid in params["methods"]:
+        if BY_ID[mid].sampled:
+            out += [(mid, float(q)) for q in params["sampling_rates"]]
+        else:
+            out.append((mid, None))
+    return out
+
+
+def cells(params: dict) -> list[str]:
+    return [f"{panel['id']}-{mid}" + ("" if q is None else f"-q{q:g}")
+            for panel in params["panels"] for mid, q in method_cells(params)]
+
+
+def parse_cell(cell: str) -> tuple[str, str, float | None]:
+    """"a-uldp_avg_ws-q0.1" -> ("a", "uldp_avg_ws", 0.1); "b-default" -> ("b", "default", None)."""
+    parts = cell.split("-")
+    if len(parts) not in (2, 3) or parts[1] not in BY_ID or (len(parts) == 3 and not parts[2].startswith("q")):
+        raise ValueError(f"kato2024 cell {cell!r} is not <panel>-<method>[-q<rate>] with method one of "
+                         f"{', '.join(BY_ID)}")
+    return parts[0], parts[1], float(parts[2][1:]) if len(parts) == 3 else None
+
+
+def panel_of(params: dict, panel_id: str) -> dict:
+    for panel in params["panels"]:
+        if panel["id"] == panel_id:
+            return panel
+    raise ValueError(f"no panel {panel_id!r}; panels: {', '.join(p['id'] for p in params['panels'])}")
+
+
+def seed_allocation(params: dict, panel: dict, seed: int) -> str:
+    """The allocation of one seed of a panel: "kato2024-<family>/<distribution>-U<U>-S<S>-seed<k>"."""
+    return (f"kato2024-{params['allocation']}/{panel['distribution']}-U{int(panel['users'])}-S{int(panel['silos'])}"
+            f"-seed{int(seed)}")
+
+
+def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    names = [seed_allocation(params, panel, s) for panel in params["panels"] for s in params["seeds"]]
+    return (params["dataset"],), tuple(dict.fromkeys(names))
+
+
+def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
+    """What one cell depends on: its panel, its method's hyper-parameters and the shared run settings (so editing
+    another method's hyper-parameters or another panel reruns only those cells)."""
+    panel_id, mid, q = parse_cell(cell)
+    method = BY_ID[mid]
+    own = {k: v for k, v in params.items() if k not in ("panels", "hyper", "methods", "sampling_rates", "plot")}
+    own["panels"] = [panel_of(params, panel_id)]
+    own["hyper"] = {method.hyper: params["hyper"][method.hyper]}
+    own["methods"] = [mid]
+    if q is not None:
+        own["sampling_rates"] = [q]
+    return own, {}
