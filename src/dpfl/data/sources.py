@@ -133,7 +133,7 @@ def _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log) -> dict |
             return {"source": "mirror", "location": str(folder), **result}
     else:
         attempts.append({"source": "mirror", "location": None,
-                         "error": "no mirror configured (config data_mirror or $DPFL_DATA_MIRROR)"})
+                         "error": "no mirror configured (config/config.yaml data_mirror or $DPFL_DATA_MIRROR)"})
     if all(f["urls"] for f in entry["files"]):
         result = _try(raw_dir, attempts, "url", None, lambda st: _fetch_urls(dataset, entry, st, attempts, log))
         if result:
@@ -407,7 +407,9 @@ def _failure(dataset: str, headline: str, attempts: list, mirror, entry) -> str:
     lines = [f"dataset '{dataset}': {headline}; sources tried:"]
     lines += [f"  - {a['source']}{' ' + a['location'] if a['location'] else ''}: {a['error']}" for a in attempts]
     where = f"{mirror}/{entry['mirror']}/" if mirror else f"<mirror>/{entry['mirror']}/"
-    fallback = (f"or allow the synthetic stand-in (data_source: auto, or dataset_source: {{{dataset}: standin}})"
+    fallback = (f"or allow the synthetic stand-in (config/config.yaml or --config: data_source: auto, or "
+                f"dataset_source: {{{dataset}: standin}}; allowed: auto, real, standin)"
                 if entry["standin"] else "(there is no stand-in to fall back to)")
-    lines.append(f"Put verified copies in {where} (config data_mirror or $DPFL_DATA_MIRROR), fix the network, {fallback}.")
+    lines.append(f"Put verified copies in {where} (config/config.yaml data_mirror or $DPFL_DATA_MIRROR), fix the "
+                 f"network, {fallback}.")
     return "\n".join(lines)

@@ -14,10 +14,10 @@ def resolve_device(name: str = "auto"):
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise DeviceError("device: cuda was requested but torch sees no CUDA GPU on this machine "
-                          "(use device: auto or cpu)")
+        raise DeviceError("config/config.yaml (or --config) device: cuda was requested but torch sees no CUDA GPU on "
+                          "this machine; allowed: auto, cpu, cuda (cuda only with a GPU): use device: auto or cpu")
     if name not in ("cpu", "cuda"):
-        raise DeviceError(f"unknown device {name!r}; expected auto, cpu or cuda")
+        raise DeviceError(f"config/config.yaml (or --config) device: unknown device {name!r}; allowed: auto, cpu, cuda")
     return torch.device(name)
 
 

@@ -11,8 +11,8 @@ No per-pair module copies and no Python loop over pairs: one batched step per mi
 - `mean_grads`: each pair's gradient of its mean loss over all its records (ULDP-SGD).
 - `dp_sgd`: Opacus-semantics DP-SGD for every pair (record level): Poisson sampling at rate q, per-example
   gradients clipped at C (one norm over all parameters), N(0, σ²C²) on the sum, divided by the expected batch size.
-Randomness comes from one `torch.Generator` (shuffles, Poisson draws, noise) and the global torch RNG (dropout,
-vmap randomness="different"), both seeded by the caller.
+All randomness (shuffles, Poisson draws, dropout masks, noise) comes from one `torch.Generator` seeded by the
+caller; the module stays in eval mode and dropout is applied through explicit masks (dpfl.models.nets).
 """
 
 from __future__ import annotations
@@ -56,8 +56,21 @@ class FlatModel:
     def unflatten(self, theta: torch.Tensor) -> dict:
         return {n: t.reshape(s) for n, t, s in zip(self.names, torch.split(theta, self.sizes), self.shapes)}
 
-    def forward(self, theta: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-        return functional_call(self.module, (self.unflatten(theta), self.buffers), (X,))
+    def forward(self, theta: torch.Tensor, X: torch.Tensor, masks=None) -> torch.Tensor:
+        args = (X,) if masks is None else (X, masks)
+        return functional_call(self.module, (self.unflatten(theta), self.buffers), args)
+
+    def draw_masks(self, shape: tuple, gen: torch.Generator, device) -> list | None:
+        """Inverted-dropout masks (0 or 1/(1−p)) for inputs of batch shape `shape` (e.g. (pairs, rows)): one per
+        dropout site of the module; None for a model without dropout."""
+        sites = getattr(self.module, "dropout_sites", None)
+        if sites is None:
+            return None
+        out = []
+        for site_shape, p in sites(shape[-1]):
+            keep = torch.rand((*shape[:-1], *site_shape), generator=gen, device=device) >= p
+            out.append(keep.to(torch.get_default_dtype()) / (1.0 - p))
+        return out
 
     def row_losses(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-row losses of a non-coupled loss."""
@@ -76,8 +89,8 @@ class FlatModel:
             return masked_cox(out, y[..., 0], y[..., 1], mask)
         return torch.where(mask, self.row_losses(out, y), torch.zeros((), dtype=out.dtype)).sum() / count
 
-    def batch_loss(self, theta, X, y, mask) -> torch.Tensor:
-        return self.batch_loss_from_outputs(self.forward(theta, X), y, mask)
+    def batch_loss(self, theta, X, y, mask, masks=None) -> torch.Tensor:
+        return self.batch_loss_from_outputs(self.forward(theta, X, masks), y, mask)
 
 
 def masked_cox(score, time, event, mask) -> torch.Tensor:
@@ -136,6 +149,11 @@ def make_buckets(records: list[tuple[np.ndarray, np.ndarray]], batch: int, devic
     return out
 
 
+def _per_pair(fn, masks):
+    """vmap of fn(θ, X, y, mask, masks) over the pair axis (masks: None for a model without dropout)."""
+    return vmap(fn, in_dims=(0, 0, 0, 0, None if masks is None else 0))
+
+
 def _gather(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return torch.gather(t, 1, idx.reshape(*idx.shape, *([1] * (t.dim() - 2))).expand(*idx.shape, *t.shape[2:]))
 
@@ -146,8 +164,7 @@ def _gather(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 def local_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, batch: int, lr: float,
               gen: torch.Generator) -> torch.Tensor:
     """Q epochs of shuffled minibatch SGD for every pair of the bucket, from θ (Pb, D); returns the trained θ."""
-    fm.module.train()
-    step = vmap(grad(fm.batch_loss), in_dims=(0, 0, 0, 0), randomness="different")
+    fm.module.eval()
     n_pad = bucket.mask.shape[1]
     steps = max(1, math.ceil(n_pad / batch))
     theta = theta.clone()
@@ -157,25 +174,27 @@ def local_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int
         for j in range(steps):
             idx = order[:, j * batch: (j + 1) * batch]
             m = _gather(bucket.mask, idx)
-            g = step(theta, _gather(bucket.X, idx), _gather(bucket.y, idx), m)
+            masks = fm.draw_masks(idx.shape, gen, theta.device)
+            g = _per_pair(grad(fm.batch_loss), masks)(theta, _gather(bucket.X, idx), _gather(bucket.y, idx), m, masks)
             theta = theta - lr * g
     return theta
 
 
-def mean_grads(fm: FlatModel, theta: torch.Tensor, bucket: Bucket) -> torch.Tensor:
-    """Each pair's gradient of its mean loss over all its records, at θ (Pb, D)."""
-    fm.module.train()
-    return vmap(grad(fm.batch_loss), randomness="different")(theta, bucket.X, bucket.y, bucket.mask)
+def mean_grads(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, gen: torch.Generator | None = None) -> torch.Tensor:
+    """Each pair's gradient of its mean loss over all its records, at θ (Pb, D) (with dropout, as in training)."""
+    fm.module.eval()
+    masks = fm.draw_masks(bucket.mask.shape, gen, theta.device) if gen is not None else None
+    return _per_pair(grad(fm.batch_loss), masks)(theta, bucket.X, bucket.y, bucket.mask, masks)
 
 
-def per_example_grads(fm: FlatModel, theta: torch.Tensor, X, y, mask) -> torch.Tensor:
+def per_example_grads(fm: FlatModel, theta: torch.Tensor, X, y, mask, masks=None) -> torch.Tensor:
     """(n, D) gradients of each valid row of one batch, in Opacus's semantics for the batch-mean loss: the
     gradient of that row's own loss; for a coupled loss (Cox), |b|·(∂L_batch/∂out_i)·∂out_i/∂θ (Opacus's hooks
-    on a linear layer). Padding rows give zero."""
+    on a linear layer). Padding rows give zero. `masks`: dropout masks with a leading row axis."""
     if not fm.coupled:
-        def one(t, x, yy):
-            return fm.row_losses(fm.forward(t, x[None]), yy[None]).sum()
-        g = vmap(grad(one), in_dims=(None, 0, 0), randomness="different")(theta, X, y)
+        def one(t, x, yy, mk):
+            return fm.row_losses(fm.forward(t, x[None], None if mk is None else [m[None] for m in mk]), yy[None]).sum()
+        g = vmap(grad(one), in_dims=(None, 0, 0, None if masks is None else 0))(theta, X, y, masks)
     else:
         out = fm.forward(theta, X).detach()
         dout = grad(lambda o: fm.batch_loss_from_outputs(o, y, mask))(out)
@@ -192,13 +211,14 @@ def dp_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, b
     """Opacus-semantics DP-SGD (record level) for every pair of the bucket, from θ (Pb, D): per pair with N records,
     q = 1/⌈N/B⌉ and ⌈N/B⌉ steps per epoch; each step samples every record with probability q, clips each
     per-example gradient at C, adds N(0, σ²C²) to the sum and divides by the expected batch size ⌊N·q⌋."""
-    fm.module.train()
+    fm.module.eval()
     counts = bucket.counts.to(theta.dtype)
     steps_per_epoch = torch.ceil(counts / batch).clamp(min=1)
     q = 1.0 / steps_per_epoch
     expected = torch.floor(counts * q).clamp(min=1)
     theta = theta.clone()
-    per_pair = vmap(lambda t, x, yy, m: per_example_grads(fm, t, x, yy, m), randomness="different")
+    def per_pair(t, x, yy, m, mk):
+        return _per_pair(lambda *a: per_example_grads(fm, *a), mk)(t, x, yy, m, mk)
     for _ in range(epochs):
         for j in range(int(steps_per_epoch.max())):
             active = j < steps_per_epoch  # pairs with fewer steps per epoch are done
@@ -207,7 +227,7 @@ def dp_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, b
             idx = torch.argsort((~take).to(torch.int8), dim=1, stable=True)[:, :width]  # sampled rows first
             m = _gather(take, idx)
             Xb, yb = _gather(bucket.X, idx), _gather(bucket.y, idx)
-            g = per_pair(theta, Xb, yb, m)  # (Pb, width, D)
+            g = per_pair(theta, Xb, yb, m, fm.draw_masks(idx.shape, gen, theta.device))  # (Pb, width, D)
             norms = torch.linalg.vector_norm(g, dim=-1)
             summed = (g * clip_factor(norms, clip)[..., None]).sum(1)
             noise = torch.randn(summed.shape, generator=gen, device=theta.device, dtype=theta.dtype)

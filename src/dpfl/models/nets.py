@@ -1,6 +1,11 @@
 """The neural models of kato2024 §3 as torch modules, built by name with a seeded default init. Their parameters
 are read and written through `torch.func.functional_call`, so one module serves every (user, silo) pair of a round
-(dpfl.fl.grads): no per-user copies."""
+(dpfl.fl.local): no per-user copies.
+
+Dropout: a model with dropout lists its sites (`dropout_sites(rows)`: per site the mask shape for `rows` inputs and
+the drop probability) and takes the masks as a second forward argument. The batched trainer draws them from its
+own generator (reproducible, and fast: PyTorch's dropout under vmap(randomness="different") is slow on the CPU);
+without masks the modules' own nn.Dropout layers apply (train/eval semantics as usual)."""
 
 from __future__ import annotations
 
@@ -33,8 +38,20 @@ class CreditcardMLP(nn.Module):
         layers.append(nn.Linear(30, 2))
         self.net = nn.Sequential(*layers)
 
-    def forward(self, x):
-        return self.net(x)
+    def forward(self, x, masks=None):
+        if masks is None:
+            return self.net(x)
+        site = 0
+        for layer in self.net:
+            if isinstance(layer, nn.Dropout):
+                x = x * masks[site]
+                site += 1
+            else:
+                x = layer(x)
+        return x
+
+    def dropout_sites(self, rows: int) -> list[tuple[tuple, float]]:
+        return [((rows, 30), layer.p) for layer in self.net if isinstance(layer, nn.Dropout)]
 
 
 class MnistCNN(nn.Module):
@@ -50,11 +67,17 @@ class MnistCNN(nn.Module):
         self.drop = nn.Dropout(0.5)
         self.fc2 = nn.Linear(50, 10)
 
-    def forward(self, x):
+    def forward(self, x, masks=None):
         x = torch.relu(torch.max_pool2d(self.conv1(x.reshape(-1, 1, 28, 28)), 2))
-        x = torch.relu(torch.max_pool2d(self.drop2d(self.conv2(x)), 2))
-        x = self.drop(torch.relu(self.fc1(x.flatten(1))))
+        x = self.conv2(x)
+        x = self.drop2d(x) if masks is None else x * masks[0]
+        x = torch.relu(torch.max_pool2d(x, 2))
+        x = torch.relu(self.fc1(x.flatten(1)))
+        x = self.drop(x) if masks is None else x * masks[1]
         return torch.log_softmax(self.fc2(x), dim=-1)
+
+    def dropout_sites(self, rows: int) -> list[tuple[tuple, float]]:
+        return [((rows, 20, 1, 1), self.drop2d.p), ((rows, 50), self.drop.p)]
 
 
 class LinearScore(nn.Module):

@@ -15,12 +15,21 @@ from dpfl.papers import ALLOCATION_KINDS
 
 
 def run_allocate(name: str, entry: dict, prepared_path: str, out_path: str, log_path: str | None) -> None:
-    """`entry` = the allocation's YAML entry {dataset, kind, params}."""
+    """`entry` = the allocation's YAML entry {dataset, kind, params}. An allocation that cannot be built (a ValueError
+    of its function, e.g. more users than the records allow) is logged as one readable message and ends the job (exit
+    status 1) without a traceback, leaving no file behind."""
     log = get_logger(log_path, f"allocate/{name}")
     start = time.perf_counter()
     arrays, meta = load_prepared(prepared_path)
     function = ALLOCATION_KINDS[entry["kind"]].function
-    out = resolve(function)(arrays, entry["params"], log.info)
+    try:
+        out = resolve(function)(arrays, entry["params"], log.info)
+    except ValueError as exc:  # nothing is written: the npz only appears below, atomically
+        paper = name.partition("-")[0]
+        log.error("allocation %s: nothing written: %s\n(change the allocation's settings in "
+                  "config/papers/%s.yaml: for a seeded family, the `users`, `silos` and `distribution` of the panels "
+                  "that name it)", name, exc, paper)
+        raise SystemExit(1) from None
     out["meta"] = np.array(json.dumps({"allocation": name, **entry, "function": function, "dataset_meta": meta}))
     with atomic_path(out_path) as tmp:
         with open(tmp, "wb") as fh:

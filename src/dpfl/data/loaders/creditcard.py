@@ -37,6 +37,20 @@ def data_file(raw_dir: Path) -> Path:
     return raw_dir / present[0]
 
 
+def _column_difference(columns: list[str]) -> str:
+    """What is wrong with a header, as "; missing: Amount; unexpected: Amt" (or "; same names, other order")."""
+    missing = [c for c in CREDITCARD_COLUMNS if c not in columns]
+    extra = [c for c in columns if c not in CREDITCARD_COLUMNS]
+    parts = []
+    if missing:
+        parts.append(f"missing: {', '.join(missing[:5])}" + (", ..." if len(missing) > 5 else ""))
+    if extra:
+        parts.append(f"unexpected: {', '.join(extra[:5])}" + (", ..." if len(extra) > 5 else ""))
+    if not parts:
+        parts.append("a name repeated" if len(columns) != len(set(columns)) else "the same names in another order")
+    return "".join(f"; {p}" for p in parts)
+
+
 def load(raw_dir: Path, expected: dict | None = EXPECTED) -> tuple[dict, dict]:
     """`expected`: {"rows": n, "frauds": n} to enforce (None: any count, for small test fixtures)."""
     path = data_file(Path(raw_dir))
@@ -47,7 +61,8 @@ def load(raw_dir: Path, expected: dict | None = EXPECTED) -> tuple[dict, dict]:
     columns = [str(c).strip().strip("\"'") for c in df.columns]
     if columns != CREDITCARD_COLUMNS:
         raise DataError(f"{DATASET}: {path.name}: columns {', '.join(columns[:4])}, ... ({len(columns)}), expected "
-                        f"Time, V1..V28, Amount, Class ({len(CREDITCARD_COLUMNS)}) in this order")
+                        f"Time, V1..V28, Amount, Class ({len(CREDITCARD_COLUMNS)}) in this order"
+                        f"{_column_difference(columns)}")
     df.columns = columns
     empty = [c for c in columns if df[c].isna().any()]
     if empty:

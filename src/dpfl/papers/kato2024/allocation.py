@@ -29,6 +29,7 @@ is a §10 difference, so there is no `compat` switch here):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 
@@ -167,7 +168,8 @@ def allocate_records(kind: str, labels, n_users: int, n_silos: int, rng: np.rand
     n = len(labels)
     n_users, n_silos = _check_positive("n_users", n_users), _check_positive("n_silos", n_silos)
     if n_silos > n:
-        raise ValueError(f"n_silos = {n_silos} is larger than the {n} records")
+        raise ValueError(f"n_silos = {n_silos} is larger than the {n} records: at most {n} silos (every silo needs "
+                         f"≥ 1 record)")
     out = {}
     if kind == "uniform":
         user = users_uniform(n, n_users, rng)
@@ -282,8 +284,9 @@ def allocate_flamby(kind: str, silo_sizes, n_users: int, rng: np.random.Generato
     else:
         capacity = n if min_records == 1 else int((sizes // 2).sum())
         if n_users > capacity:
-            need = "1 record each" if min_records == 1 else "≥ 2 records in some silo each (Σ ⌊n_s/2⌋)"
-            raise ValueError(f"n_users = {n_users} is more than the {n} records allow at {need}: at most {capacity}")
+            need = "1 record each" if min_records == 1 else "≥ 2 records in some silo each (Σ_s ⌊n_s/2⌋)"
+            raise ValueError(f"n_users = {n_users} is more than the {n} records allow at {need}: at most {capacity} "
+                             f"users")
         counts = min_records + rng.multinomial(n - min_records * n_users, _zipf_weights(n_users, user_alpha))
         main = rng.integers(0, n_silos, size=n_users)
         if n_silos == 1:
@@ -345,6 +348,21 @@ def parse_instance(instance: str) -> dict:
     return out
 
 
+def _instance_name(params: dict) -> str:
+    """"tcga_brca allocation zipf-U500-S6-seed0": the dataset and the instance, for error messages."""
+    return (f"{params['dataset']} allocation {params['distribution']}-U{params['users']}-S{params['silos']}"
+            f"-seed{params['seed']}")
+
+
+@contextlib.contextmanager
+def _naming(params: dict, data: str):
+    """A ValueError of an allocation function, reraised naming the dataset, the instance and its data."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ValueError(f"{_instance_name(params)} cannot be built from {data}: {exc}") from None
+
+
 def _rngs(params: dict):
     """The seed's data RNG (shared by every allocation of this dataset and seed: the same train/test split) and the
     allocation's own RNG."""
@@ -369,8 +387,9 @@ def build_records(arrays: dict, params: dict, log=print) -> dict:
         split = mnist_split(arrays["y_train"], arrays["y_test"], data_rng)
         labels = np.concatenate([arrays["y_train"], arrays["y_test"]])
     keys = ("user_alpha", "silo_alpha", "n_labels", "local_test_threshold", "local_test_fraction")
-    alloc = allocate(params["distribution"], n_users=params["users"], rng=rng, labels=labels[split["train"]],
-                     n_silos=params["silos"], **{k: params[k] for k in keys if k in params})
+    with _naming(params, f"{len(split['train'])} training records"):
+        alloc = allocate(params["distribution"], n_users=params["users"], rng=rng, labels=labels[split["train"]],
+                         n_silos=params["silos"], **{k: params[k] for k in keys if k in params})
     log(f"{params['dataset']} seed {params['seed']}: {len(split['train'])} training records to {params['users']} users "
         f"and {params['silos']} silos ({params['distribution']}), {int((~alloc['train_mask']).sum())} held out as local tests")
     return {"record": split["train"], "test": split["test"], "mean": split["mean"], "scale": split["scale"], **alloc}
@@ -379,15 +398,18 @@ def build_records(arrays: dict, params: dict, log=print) -> dict:
 def build_flamby(arrays: dict, params: dict, log=print) -> dict:
     """HeartDisease / TcgaBrca (§2.2): FLamby's training records, silo by silo in each centre's order, get user ids;
     `record` indexes the prepared arrays."""
-    if params["silos"] != len(arrays["centers"]):
-        raise ValueError(f"{params['dataset']} has {len(arrays['centers'])} FLamby silos, not {params['silos']}")
+    n_centers = len(arrays["centers"])
+    if params["silos"] != n_centers:
+        raise ValueError(f"{_instance_name(params)}: S = {params['silos']}, but {params['dataset']} has {n_centers} "
+                         f"FLamby silos (its centres): S must be {n_centers}")
     _, rng = _rngs(params)
     train = np.flatnonzero(arrays["train"])
     record = train[np.argsort(arrays["center"][train], kind="stable")]
-    sizes = np.bincount(arrays["center"][record], minlength=len(arrays["centers"]))
+    sizes = np.bincount(arrays["center"][record], minlength=n_centers)
     keys = ("user_alpha", "main_ratio", "min_records")
-    alloc = allocate(params["distribution"], n_users=params["users"], rng=rng, silo_sizes=sizes,
-                     **{k: params[k] for k in keys if k in params})
+    with _naming(params, f"{len(record)} training records in silos of {sizes.tolist()}"):
+        alloc = allocate(params["distribution"], n_users=params["users"], rng=rng, silo_sizes=sizes,
+                         **{k: params[k] for k in keys if k in params})
     log(f"{params['dataset']} seed {params['seed']}: {len(record)} training records in silos of {sizes.tolist()} to "
         f"{params['users']} users ({params['distribution']})")
     return {"record": record, **alloc}

@@ -85,7 +85,6 @@ def evaluate(fm, theta, X_test, y_test, metric: str, eval_batch: int) -> list[di
                 batch_sum += float(fm.batch_loss_from_outputs(out[sl], y[sl], mask[sl]))
             rows.append({"utility": utility(metric, out.cpu().numpy(), y.cpu().numpy()), "test_loss": loss,
                          "test_loss_batch_sum": batch_sum})
-    fm.module.train()
     return rows
 
 
@@ -138,7 +137,6 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
                   -1.0 if q is None else q, *seeds)
     seed_int = int(key.integers(2**62))
     gen = torch.Generator(device=device).manual_seed(seed_int)
-    torch.manual_seed(seed_int)  # dropout (vmap randomness="different" draws from the global generator)
     step = round_fn(method, hyper, fed, fm, sigma=sigma, batch=B, gen=gen, q=1.0 if q is None else q,
                     sgd_gradient=impl["sgd_gradient"])
     X_test = [torch.as_tensor(d["X_test"], device=device) for d in runs]

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# where k comes from: the method ids in a training figure's `methods:` (and the GROUP methods in methods.py)
+_WHERE = ("(the method ids uldp_group_max, uldp_group_median, uldp_group_<k> in `methods:` of a figure in "
+          "config/papers/kato2024.yaml)")
+
 
 def group_size(kind: str | int, user_counts: np.ndarray) -> int:
     """k: `max` = max_u n_u; `median` = ⌊median of n_u over users with ≥ 1 record⌋; an integer ≥ 1 as given."""
@@ -16,7 +20,8 @@ def group_size(kind: str | int, user_counts: np.ndarray) -> int:
         return int(np.floor(np.median(counts[counts > 0])))
     if isinstance(kind, (int, np.integer)) and not isinstance(kind, bool) and kind >= 1:
         return int(kind)
-    raise ValueError(f"group size must be 'max', 'median' or an integer ≥ 1, got {kind!r}")
+    raise ValueError(f"ULDP-GROUP-k: group size k = {kind!r} is not allowed; allowed: 'max', 'median' or an integer "
+                     f"≥ 1 {_WHERE}")
 
 
 def bounding_flags(user: np.ndarray, silo: np.ndarray, n_silos: int, k: int, step: int = 1) -> np.ndarray:
@@ -27,8 +32,9 @@ def bounding_flags(user: np.ndarray, silo: np.ndarray, n_silos: int, k: int, ste
     unallocated records of u, allocate `step` of them there (1; 2 for TCGA, never more than it holds or than the
     budget left); then p ← (p + 1) mod S. Each silo keeps, per user, the first records of that user in its order."""
     user, silo = np.asarray(user), np.asarray(silo)
-    if k < 1:
-        raise ValueError(f"group size k must be ≥ 1, got {k}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"ULDP-GROUP-k record bounding: group size k must be ≥ 1, got {k!r}; allowed: an integer "
+                         f"≥ 1 {_WHERE}")
     order = np.lexsort((np.arange(len(user)), silo))  # silo 0's records first, each silo in its local order
     users_in_order = list(dict.fromkeys(user[order].tolist()))
     held = {}  # (user, silo) -> that pair's records in local order

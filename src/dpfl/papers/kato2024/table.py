@@ -89,7 +89,9 @@ def curves(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
                             "y_lo": np.nan, "y_hi": np.nan,
                             "se": float(ok.std(ddof=1) / np.sqrt(len(ok))) if len(ok) > 1 else 0.0,
                             "seeds": len(ok), **extra})
-    df = pd.DataFrame(out)
+    df = pd.DataFrame(out, columns=[*meta_cols, "quantity", "window", "x", "y", "y_lo", "y_hi", "se", "seeds",
+                                     "group_k", "failed_seeds", "n_seeds", "multiplier_used", "seconds_per_round",
+                                     "device", "metric"])
     df["loss"] = "test_loss_batch_sum" if params["implementation"]["test_loss"] == "batch_sum" else "test_loss"
     log(f"{df['curve'].nunique()} curves over {df['panel'].nunique()} panels, {T} rounds")
     return df

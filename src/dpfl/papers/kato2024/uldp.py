@@ -135,7 +135,7 @@ def round_fn(method, hyper: dict, fed: Federation, fm: FlatModel, *, sigma: floa
                 b = _subset(b, keep)
             start = theta[run_of[b.pairs]]
             if fam == "sgd":
-                d = authors_sgd_grads(fm, start, b, batch) if sgd_gradient == "authors" else mean_grads(fm, start, b)
+                d = authors_sgd_grads(fm, start, b, batch, gen) if sgd_gradient == "authors" else mean_grads(fm, start, b, gen)
             else:
                 d = local(start, b) - start
             total += weighted_clipped_sum(d, weights[b.pairs], run_of[b.pairs], R, clip)
@@ -146,12 +146,12 @@ def round_fn(method, hyper: dict, fed: Federation, fm: FlatModel, *, sigma: floa
     return step
 
 
-def authors_sgd_grads(fm: FlatModel, theta: torch.Tensor, b: Bucket, batch: int) -> torch.Tensor:
+def authors_sgd_grads(fm: FlatModel, theta: torch.Tensor, b: Bucket, batch: int, gen=None) -> torch.Tensor:
     """K1 (the authors' code): Σ over the pair's consecutive batches of B records of (batch-mean gradient)/|batch|."""
     out = torch.zeros_like(theta)
     for j in range(max(1, math.ceil(b.mask.shape[1] / batch))):
         sl = slice(j * batch, (j + 1) * batch)
         part = Bucket(b.pairs, b.X[:, sl], b.y[:, sl], b.mask[:, sl], b.mask[:, sl].sum(1))
-        g = mean_grads(fm, theta, part)
+        g = mean_grads(fm, theta, part, gen)
         out += g / part.counts.clamp(min=1).to(g.dtype)[:, None]
     return out

@@ -1,0 +1,182 @@
+"""kato2024 training figures (Figs 4, 6-10a): the layout (cells, inputs, what each cell depends on), one cell run on a
+tiny TCGA-like fixture (rows, ε columns, determinism, a diverging run recorded as failed instead of crashing), the
+figure table's windows, and a smoke run of Fig 9 through Snakemake on the offline TCGA copy."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfl.jobs import CellJob
+from dpfl.papers.kato2024 import layout
+from dpfl.papers.kato2024.allocation import build_flamby
+from dpfl.papers.kato2024.cell import run_cell
+from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
+from dpfl.papers.kato2024.table import curves
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PARAMS = {
+    "dataset": "tcga_brca", "allocation": "tcga_brca",
+    "panels": [{"id": "a", "users": 6, "distribution": "uniform", "silos": 2},
+               {"id": "b", "users": 6, "distribution": "zipf", "silos": 2}],
+    "methods": ["default", "uldp_group_2", "uldp_sgd", "uldp_avg", "uldp_avg_w", "uldp_avg_ws"],
+    "sampling_rates": [0.5], "seeds": [0, 1], "rounds": 3, "batch": 4, "sigma": 5.0, "delta": 1e-5,
+    "eval_batch": 512, "pair_chunk": None,
+    "hyper": {"fedavg": {"eta_g": 1.0, "eta_l": 0.01, "epochs": 2}, "group": {"eta_g": 1.0, "clip": 1.0, "eta_l": 0.01, "epochs": 1},
+              "sgd": {"eta_g": 10.0, "clip": 0.1}, "avg": {"eta_g": 10.0, "clip": 0.1, "eta_l": 0.01, "epochs": 2}},
+    "implementation": {"sgd_gradient": "mean", "test_loss": "mean", "group_orders": "mironov", "group_parallel": "rdp"},
+}
+
+
+def test_cells_are_panel_method_and_sampling_rate():
+    cells = layout.cells(PARAMS)
+    assert cells[:6] == ["a-default", "a-uldp_group_2", "a-uldp_sgd", "a-uldp_avg", "a-uldp_avg_w", "a-uldp_avg_ws-q0.5"]
+    assert len(cells) == 12
+    assert layout.parse_cell("b-uldp_avg_ws-q0.5") == ("b", "uldp_avg_ws", 0.5)
+    with pytest.raises(ValueError, match="uldp_avg_x"):
+        layout.parse_cell("a-uldp_avg_x")
+
+
+def test_needs_one_allocation_per_panel_and_seed():
+    datasets, allocations = layout.needs(PARAMS)
+    assert datasets == ("tcga_brca",)
+    assert allocations == ("kato2024-tcga_brca/uniform-U6-S2-seed0", "kato2024-tcga_brca/uniform-U6-S2-seed1",
+                           "kato2024-tcga_brca/zipf-U6-S2-seed0", "kato2024-tcga_brca/zipf-U6-S2-seed1")
+
+
+def test_a_cell_depends_only_on_its_method_and_panel():
+    own, _ = layout.cell_params(PARAMS, {}, "a-uldp_avg")
+    other = {**PARAMS, "hyper": {**PARAMS["hyper"], "sgd": {"eta_g": 1.0, "clip": 0.5}},
+             "panels": [PARAMS["panels"][0], {**PARAMS["panels"][1], "users": 9}]}
+    assert layout.cell_params(other, {}, "a-uldp_avg")[0] == own
+    changed = {**PARAMS, "hyper": {**PARAMS["hyper"], "avg": {**PARAMS["hyper"]["avg"], "clip": 0.2}}}
+    assert layout.cell_params(changed, {}, "a-uldp_avg")[0] != own
+    assert layout.cell_params(PARAMS, {}, "a-uldp_avg_ws-q0.5")[0]["sampling_rates"] == [0.5]
+
+
+# ------------------------------------------------------------------------------------------ one cell
+
+
+@pytest.fixture(scope="module")
+def fixture(tmp_path_factory):
+    """A TCGA-shaped prepared file (2 centres, 40 training and 20 test records) and the allocations of PARAMS."""
+    d = tmp_path_factory.mktemp("kato")
+    rng = np.random.default_rng(0)
+    n = 60
+    X = rng.normal(size=(n, 39))
+    T = rng.exponential(size=n) * np.exp(-X[:, 0])
+    prepared = {"X": X, "T": T, "E": (rng.random(n) < 0.7).astype(np.int64), "center": np.repeat([0, 1], 30),
+                "train": np.tile(np.r_[np.ones(20, bool), np.zeros(10, bool)], 2), "centers": np.array(["c0", "c1"])}
+    np.savez(d / "tcga_brca.npz", **prepared)
+    allocations = {}
+    for name in layout.needs(PARAMS)[1]:
+        panel = next(p for p in PARAMS["panels"] if f"/{p['distribution']}-" in name)
+        seed = int(name.rsplit("seed", 1)[1])
+        alloc = build_flamby(prepared, {"dataset": "tcga_brca", "distribution": panel["distribution"], "users": 6,
+                                        "silos": 2, "seed": seed, "global_seed": 0, "user_alpha": 0.5,
+                                        "main_ratio": 0.8, "min_records": 2}, log=lambda *a: None)
+        path = d / (name.replace("/", "_") + ".npz")
+        np.savez(path, **alloc)
+        allocations[name] = str(path)
+    return {"prepared": {"tcga_brca": str(d / "tcga_brca.npz")}, "allocations": allocations}
+
+
+def job(cell: str, params=PARAMS) -> CellJob:
+    own, settings = layout.cell_params(params, {}, cell)
+    return CellJob(paper="kato2024", figure="figX", cell=cell, mode="none", scale="smoke", seed=0, device="cpu",
+                   params=own, settings=settings)
+
+
+@pytest.mark.parametrize("cell", ["a-uldp_avg", "b-uldp_group_2", "a-uldp_avg_ws-q0.5", "b-default", "a-uldp_sgd"])
+def test_cell_rows_and_privacy_columns(fixture, cell):
+    df = run_cell(job(cell), fixture, lambda *a: None)
+    assert len(df) == 2 * 3 and sorted(df["seed"].unique()) == [0, 1]
+    assert df["round"].tolist() == [1, 1, 2, 2, 3, 3] or sorted(df["round"]) == [1, 1, 2, 2, 3, 3]
+    assert df["utility"].between(0, 1).all() and np.isfinite(df["test_loss"]).all() and not df["failed"].any()
+    method = BY_ID[layout.parse_cell(cell)[1]]
+    if not method.private:
+        assert df["eps"].isna().all()
+        return
+    eps = df.sort_values(["seed", "round"]).groupby("seed")["eps"].apply(list)
+    assert (np.diff(eps.iloc[0]) > 0).all()  # ε grows every round
+    if method.family != "group":  # user level: the same curve for every seed, from the accountant
+        q = layout.parse_cell(cell)[2] or 1.0
+        want, _ = epsilon_curves(method, 3, 5.0, 1e-5, q=q)
+        np.testing.assert_allclose(eps.iloc[0], want, rtol=1e-12)
+    assert (df["eps_certified"] >= df["eps"] - 1e-12).all()
+
+
+def test_same_job_gives_identical_numbers(fixture):
+    a = run_cell(job("b-uldp_avg_w"), fixture, lambda *a: None).drop(columns="seconds_per_round")
+    b = run_cell(job("b-uldp_avg_w"), fixture, lambda *a: None).drop(columns="seconds_per_round")
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_diverging_run_is_recorded_as_failed_not_a_crash(fixture, monkeypatch):
+    """Seed 1's model turns NaN in round 2: its rows from round 2 on are failed and NaN, seed 0 goes on, and the
+    figure table draws that curve from the remaining seed (`seeds` = 1) with failed_seeds = 1."""
+    from dpfl.papers.kato2024 import uldp
+
+    real = uldp.round_fn
+
+    def breaking(*args, **kwargs):
+        step, calls = real(*args, **kwargs), []
+
+        def wrapped(theta):
+            calls.append(1)
+            out = step(theta)
+            if len(calls) >= 2:
+                out = out.clone()
+                out[1] = float("nan")
+            return out
+        return wrapped
+
+    monkeypatch.setattr(uldp, "round_fn", breaking)  # the cell imports it from the module when it runs
+    df = run_cell(job("a-uldp_avg"), fixture, lambda *a: None)
+    s1, s0 = df[df["seed"] == 1].sort_values("round"), df[df["seed"] == 0]
+    assert s1["failed"].tolist() == [False, True, True] and s1["utility"].iloc[1:].isna().all()
+    assert not s0["failed"].any() and s0["utility"].notna().all()
+    table = curves(PARAMS, [df], lambda *a: None)
+    u = table[(table["quantity"] == "utility") & (table["window"] == "round")].sort_values("x")
+    assert u["seeds"].tolist() == [2, 1, 1] and (u["failed_seeds"] == 1).all()
+
+
+def test_table_has_round_final_and_early_windows(fixture):
+    tables = [run_cell(job(c), fixture, lambda *a: None).assign(cell=c) for c in ("a-uldp_avg", "a-uldp_avg_w")]
+    t = curves(PARAMS, tables, lambda *a: None)
+    assert set(t["window"]) == {"round", "final", "early"}
+    u = t[(t["quantity"] == "utility") & (t["curve"] == "ULDP-AVG")]
+    raw = tables[0]
+    assert u[u["window"] == "final"]["y"].item() == pytest.approx(raw[raw["round"] == 3]["utility"].mean())
+    early = raw[raw["round"] <= 1].groupby("seed")["utility"].mean().mean()
+    assert u[u["window"] == "early"]["y"].item() == pytest.approx(early)
+    assert (t["loss"] == "test_loss").all() and (t["metric"] == "c_index").all()
+
+
+# ------------------------------------------------------------------------------------------ pipeline
+
+MIRROR = Path(os.environ.get("DPFL_DATA_MIRROR") or ROOT.parent / "shared" / "datasets")
+
+
+@pytest.mark.pipeline
+@pytest.mark.skipif(not (MIRROR / "tcga_brca").is_dir(), reason="needs the offline tcga_brca copy")
+def test_fig9_smoke_run_builds_figure_claims_and_report(tmp_path):
+    from tests.test_pipeline import copy_project, snakemake
+
+    project = copy_project(tmp_path / "project")
+    snakemake(project, "--cores", "2", "--config", "scale=smoke", "only=[kato2024/fig9]", f"data_mirror={MIRROR}",
+              check=True)
+    d = project / "results/kato2024/fig9"
+    table = pd.read_csv(d / "fig9.csv")
+    assert set(table["curve"]) == {"ULDP-AVG", "ULDP-AVG-w"} and set(table["panel"]) == {"a", "b"}
+    sidecar = json.loads((d / "fig9.json").read_text())
+    assert sidecar["data_source"] == "real" and sidecar["device"]
+    claims = json.loads((d / "claims.json").read_text())["claims"]
+    assert [c["id"] for c in claims] == ["C-K9"] and claims[0]["verdict"] in {"pass", "fail", "inconclusive"}
+    assert "C-K9" in (project / "results/report/index.html").read_text()
