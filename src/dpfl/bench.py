@@ -1,9 +1,10 @@
 """Speed and memory benchmark of the experiment figures at paper scale (not a test: it prints numbers).
 
-For each figure and each of its cells, one trial runs in a fresh subprocess with the paper-scale
-settings (config/papers/<paper>.yaml, scale `paper`); we report seconds per trial, the peak resident
-memory of that process, and the projected time of the whole figure (trials × Σ cells), on one core
-and with the cells spread over the available cores as Snakemake runs them.
+For each figure and each of its cells, a reduced run (the figure layout's `bench_params`: lowy2023 one trial,
+kato2024 every seed for two rounds) runs in a fresh subprocess with the paper-scale settings
+(config/papers/<paper>.yaml, scale `paper`); we report its seconds per unit of work (`bench_units`: a trial, or a
+round), the peak resident memory of that process, and the projected time of the whole figure (units × Σ cells),
+on one core and with the cells spread over the available cores as Snakemake runs them.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def _run_child(job, inputs: dict, env: dict) -> dict:
     return json.loads(out.strip().splitlines()[-1])  # the child reports its own peak RSS (ru_maxrss, KiB)
 
 
-def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, cores: int = 2) -> None:
+def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, cores: int = 2,
+          cells: list[str] | None = None) -> None:
     from dpfl import jobs, paths
     from dpfl.config import load
     from dpfl.papers import FIGURES
@@ -48,7 +50,8 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
     cfg = load(root, {"scale": "paper"})
     figs = figures or sorted(cfg.papers[paper]["figures"])
     env = {**os.environ, "PYTHONPATH": str(root / "src")}
-    print(f"{paper}: paper-scale settings, {trials} trial(s) per cell, each cell in its own process")
+    print(f"{paper}: paper-scale settings, a reduced run of each cell ({trials} unit(s) of work), each in its own "
+          f"process with one thread")
     for figure in figs:
         if FIGURES[(paper, figure)].cell is None:
             print(f"{figure}: analytic (no training); skipped")
@@ -63,16 +66,24 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
             subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--cores", str(cores), *targets],
                            cwd=root, check=True, stdout=subprocess.DEVNULL)
         rows = []
+        lay = jobs.layout(paper, figure)
+        full_units, unit = lay.bench_units(cfg.figure_params(paper, figure, "none"))
         for cell in jobs.cell_ids(cfg, paper, figure, "none"):
+            if cells and cell not in cells:
+                continue
             job = jobs.build_cell_job(cfg, paper, figure, cell, "none")
-            job = dataclasses.replace(job, params={**job.params, "trials": trials})
+            job = dataclasses.replace(job, params=lay.bench_params(job.params, trials))
             r = _run_child(job, inputs, env)
             rows.append((cell, r["seconds"] / trials, r["peak_mb"]))
-            print(f"  {figure} {cell:28s} {r['seconds'] / trials:8.1f} s/trial   peak {r['peak_mb']:7.0f} MiB", flush=True)
-        paper_trials = cfg.figure(paper, figure)["params"]["trials"]
-        serial = paper_trials * sum(s for _, s, _ in rows)
+            seeds = len(job.params.get("seeds") or [1])
+            per_seed = f" ({r['seconds'] / trials / seeds:7.2f} s/{unit} per seed)" if seeds > 1 else ""
+            print(f"  {figure} {cell:28s} {r['seconds'] / trials:8.2f} s/{unit}{per_seed}   peak {r['peak_mb']:7.0f} MiB",
+                  flush=True)
+        if not rows:
+            continue
+        serial = full_units * sum(s for _, s, _ in rows)
         # Snakemake runs cells in parallel; the figure takes at least its slowest cell
-        parallel = max(serial / cores, paper_trials * max(s for _, s, _ in rows))
-        print(f"  {figure}: {sum(s for _, s, _ in rows):.1f} s per trial over {len(rows)} cells; projected at "
-              f"{paper_trials} trials: {serial / 60:.1f} min on 1 core, ≈{parallel / 60:.1f} min on {cores} cores; "
+        parallel = max(serial / cores, full_units * max(s for _, s, _ in rows))
+        print(f"  {figure}: {sum(s for _, s, _ in rows):.1f} s per {unit} over {len(rows)} cells; projected at "
+              f"{full_units} {unit}s: {serial / 60:.1f} min on 1 core, ≈{parallel / 60:.1f} min on {cores} cores; "
               f"peak {max(m for _, _, m in rows):.0f} MiB per job")

@@ -64,7 +64,7 @@ def cmd_epsilon(args) -> int:
 def cmd_bench(args) -> int:
     from dpfl.bench import bench
 
-    bench(args.paper, args.figures, _project_root(), trials=args.trials, cores=args.cores)
+    bench(args.paper, args.figures, _project_root(), trials=args.trials, cores=args.cores, cells=args.cells)
     return 0
 
 
@@ -109,7 +109,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="speed and memory of the experiment figures at paper scale")
     p.add_argument("paper")
     p.add_argument("--figures", nargs="*", help="default: every experiment figure of the paper")
-    p.add_argument("--trials", type=int, default=1, help="trials to time per cell")
+    p.add_argument("--trials", type=int, default=1,
+                   help="units of work to time per cell (lowy2023: trials; kato2024: rounds, all seeds batched)")
+    p.add_argument("--cells", nargs="*", help="only these cells (default: every cell of each figure)")
     p.add_argument("--cores", type=int, default=2, help="cores for the projected parallel time")
     p.set_defaults(func=cmd_bench)
     args = parser.parse_args(argv)

@@ -92,6 +92,20 @@ class FlatModel:
     def batch_loss(self, theta, X, y, mask, masks=None) -> torch.Tensor:
         return self.batch_loss_from_outputs(self.forward(theta, X, masks), y, mask)
 
+    def batch_loss_params(self, params: dict, X, y, mask, masks=None) -> torch.Tensor:
+        """`batch_loss` with the parameters as a dict of tensors (no flattening in the hot loop)."""
+        out = functional_call(self.module, (params, self.buffers), (X,) if masks is None else (X, masks))
+        return self.batch_loss_from_outputs(out, y, mask)
+
+    def split(self, theta: torch.Tensor) -> dict:
+        """(P, D) flat rows -> {name: (P, *shape)} contiguous copies."""
+        return {n: t.reshape(theta.shape[0], *s).clone()
+                for n, t, s in zip(self.names, torch.split(theta, self.sizes, dim=1), self.shapes)}
+
+    def join(self, params: dict) -> torch.Tensor:
+        """{name: (P, *shape)} -> (P, D)."""
+        return torch.cat([params[n].reshape(params[n].shape[0], -1) for n in self.names], dim=1)
+
 
 def masked_cox(score, time, event, mask) -> torch.Tensor:
     """The batch-mean negative Cox partial log-likelihood over the valid rows (spec §3): sorted by T descending
@@ -167,7 +181,7 @@ def local_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int
     fm.module.eval()
     n_pad = bucket.mask.shape[1]
     steps = max(1, math.ceil(n_pad / batch))
-    theta = theta.clone()
+    params = fm.split(theta)  # a dict of per-pair tensors, updated in place (no flat copies per step)
     for _ in range(epochs):
         keys = torch.rand(bucket.mask.shape, generator=gen, device=theta.device)
         order = torch.argsort(torch.where(bucket.mask, keys, torch.full_like(keys, 2.0)), dim=1)
@@ -175,9 +189,11 @@ def local_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int
             idx = order[:, j * batch: (j + 1) * batch]
             m = _gather(bucket.mask, idx)
             masks = fm.draw_masks(idx.shape, gen, theta.device)
-            g = _per_pair(grad(fm.batch_loss), masks)(theta, _gather(bucket.X, idx), _gather(bucket.y, idx), m, masks)
-            theta = theta - lr * g
-    return theta
+            g = _per_pair(grad(fm.batch_loss_params), masks)(params, _gather(bucket.X, idx), _gather(bucket.y, idx), m,
+                                                               masks)
+            for name, value in params.items():
+                value.sub_(g[name], alpha=lr)
+    return fm.join(params)
 
 
 def mean_grads(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, gen: torch.Generator | None = None) -> torch.Tensor:

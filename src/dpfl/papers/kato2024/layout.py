@@ -62,3 +62,13 @@ def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, di
     if q is not None:
         own["sampling_rates"] = [q]
     return own, {}
+
+
+def bench_params(params: dict, units: int) -> dict:
+    """The benchmark's reduced run of a cell: every seed (batched, as the real job), `units` rounds."""
+    return {**params, "rounds": int(units)}
+
+
+def bench_units(params: dict) -> tuple[int, str]:
+    """How many units of work the full figure runs per cell, and their name (rounds, all seeds batched)."""
+    return int(params["rounds"]), "round"

@@ -32,3 +32,13 @@ def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, di
     if not method.private:  # a baseline uses the ε grid only through K = ⌊n·sqrt(ε_max/(4R))⌋
         own["epsilons"] = [max(params["epsilons"])]
     return own, (paper_settings if method.private else {})
+
+
+def bench_params(params: dict, units: int) -> dict:
+    """The benchmark's reduced run of a cell: `units` trials."""
+    return {**params, "trials": int(units)}
+
+
+def bench_units(params: dict) -> tuple[int, str]:
+    """How many units of work the full figure runs per cell, and their name."""
+    return int(params["trials"]), "trial"
