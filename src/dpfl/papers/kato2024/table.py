@@ -92,6 +92,29 @@ def curves(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
     df = pd.DataFrame(out, columns=[*meta_cols, "quantity", "window", "x", "y", "y_lo", "y_hi", "se", "seeds",
                                      "group_k", "failed_seeds", "n_seeds", "multiplier_used", "seconds_per_round",
                                      "device", "metric"])
-    df["loss"] = "test_loss_batch_sum" if params["implementation"]["test_loss"] == "batch_sum" else "test_loss"
+    loss = "test_loss_batch_sum" if params["implementation"]["test_loss"] == "batch_sum" else "test_loss"
+    df = pd.concat([df, _weighting_gaps(df, loss)], ignore_index=True)
+    df["loss"] = loss
     log(f"{df['curve'].nunique()} curves over {df['panel'].nunique()} panels, {T} rounds")
     return df
+
+
+def _weighting_gaps(df: pd.DataFrame, loss: str) -> pd.DataFrame:
+    """Figs 8, 9 (spec §8 C-K8a/b): per panel with both ULDP-AVG and ULDP-AVG-w, the final test-loss gap
+    AVG − AVG-w (positive: the weighting helps), as rows `quantity: loss_gap, window: by_silos` with x = S, so the
+    claims can compare gaps across S and across distributions (`abs_gap` = |gap|)."""
+    final = df[(df["quantity"] == loss) & (df["window"] == "final")]
+    rows = []
+    for panel, d in final.groupby("panel", sort=False):
+        by = d.set_index("method")
+        if not {"uldp_avg", "uldp_avg_w"} <= set(by.index):
+            continue
+        gap = float(by.loc["uldp_avg", "y"] - by.loc["uldp_avg_w", "y"])
+        first = by.loc["uldp_avg"]
+        rows.append({"panel": panel, "method": "gap", "curve": f"final-loss gap AVG − AVG-w, {first['distribution']}", "q": 1.0,
+                     "users": first["users"], "silos": first["silos"], "distribution": first["distribution"],
+                     "quantity": "loss_gap", "window": "by_silos", "x": int(first["silos"]), "y": gap,
+                     "abs_gap": abs(gap), "se": float(np.hypot(by.loc["uldp_avg", "se"], by.loc["uldp_avg_w", "se"])),
+                     "seeds": int(min(by.loc["uldp_avg", "seeds"], by.loc["uldp_avg_w", "seeds"])),
+                     "metric": first["metric"]})
+    return pd.DataFrame(rows)
