@@ -150,7 +150,10 @@ def test_a_diverging_run_is_recorded_as_failed_not_a_crash(fixture, monkeypatch)
 def test_table_has_round_final_and_early_windows(fixture):
     tables = [run_cell(job(c), fixture, lambda *a: None).assign(cell=c) for c in ("a-uldp_avg", "a-uldp_avg_w")]
     t = curves(PARAMS, tables, lambda *a: None)
-    assert set(t["window"]) == {"round", "final", "early"}
+    assert set(t["window"]) == {"round", "final", "early", "by_silos"}
+    gap = t[t["quantity"] == "loss_gap"]  # final test loss AVG − AVG-w, x = S (claims C-K8a/b)
+    finals = t[(t["quantity"] == "test_loss") & (t["window"] == "final")].set_index("method")["y"]
+    assert gap["x"].item() == 2 and gap["y"].item() == pytest.approx(finals["uldp_avg"] - finals["uldp_avg_w"])
     u = t[(t["quantity"] == "utility") & (t["curve"] == "ULDP-AVG")]
     raw = tables[0]
     assert u[u["window"] == "final"]["y"].item() == pytest.approx(raw[raw["round"] == 3]["utility"].mean())
