@@ -181,9 +181,12 @@ def padded(n, batch):
     return math.ceil(n / batch) * batch if n > batch else min(batch, 1 << (n - 1).bit_length())
 
 
-def layout(counts, batch):
-    """Buckets as the engine documents them: pairs grouped by padded size, sizes ascending, pairs in order."""
+def layout(counts, batch, single=False):
+    """Buckets as the engine documents them: pairs grouped by padded size, sizes ascending, pairs in order;
+    silo-level training (`single`): one bucket padded to the largest pair."""
     pads = np.array([padded(int(n), batch) for n in counts])
+    if single:
+        pads = np.full(len(pads), pads.max())
     return [(np.flatnonzero(pads == s), int(s)) for s in sorted(set(pads.tolist()))]
 
 
@@ -404,7 +407,7 @@ def ref_round(method, hyper, runs, S, U, template, kind, theta, *, sigma, batch,
     tape = {p: [] for p in range(len(pairs))}
     naive_z, keep = {}, np.ones(len(pairs), bool)
     if level == "silo":
-        for pb, n_pad in layout(counts, batch):
+        for pb, n_pad in layout(counts, batch, single=True):
             if fam == "group":
                 draw_dp(gen, pb.tolist(), counts, n_pad, Q, batch, D, tape)
             else:
@@ -513,7 +516,7 @@ def test_round_matches_plain_loops(mid, hyper, clips, extra, kind):
     pairs = pairs_of(runs, S_, U_, level)
     assert fed.run.tolist() == [p[0] for p in pairs] and fed.silo.tolist() == [p[1] for p in pairs]
     assert fed.user.tolist() == [p[2] for p in pairs]
-    assert_layout(fed.buckets, layout(info["counts"], batch))
+    assert_layout(fed.buckets, layout(info["counts"], batch, single=level == "silo"))
     # the problem exercises several batches, a ragged last batch, and both sides of the clip
     assert any(n > batch and n % batch for n in info["counts"])
     if method.family in ("naive", "sgd", "avg"):

@@ -183,3 +183,19 @@ def test_fig9_smoke_run_builds_figure_claims_and_report(tmp_path):
     claims = json.loads((d / "claims.json").read_text())["claims"]
     assert [c["id"] for c in claims] == ["C-K9"] and claims[0]["verdict"] in {"pass", "fail", "inconclusive"}
     assert "C-K9" in (project / "results/report/index.html").read_text()
+
+
+def test_fig10a_reads_fig8s_identical_run_and_computes_its_own_when_they_differ():
+    """Spec §7: Fig 10(a)'s q = 1 curve is Fig 8's (S = 5, zipf) ULDP-AVG-w run: built once, read by both tables;
+    if a setting of either is edited so that the jobs differ, Fig 10(a) computes its own."""
+    import copy
+
+    from dpfl import jobs
+    from dpfl.config import load
+
+    cfg = load(ROOT, {"scale": "smoke"})
+    assert jobs.cell_sources(cfg, "kato2024", "fig10a", "none")[0] == ("fig8", "b-uldp_avg_w")
+    assert all(f == "fig10a" for f, _ in jobs.cell_sources(cfg, "kato2024", "fig10a", "none")[1:])
+    edited = copy.deepcopy(cfg)
+    edited.papers["kato2024"]["figures"]["fig8"]["params"]["hyper"]["avg"]["clip"] = 0.5
+    assert jobs.cell_sources(edited, "kato2024", "fig10a", "none")[0] == ("fig10a", "b-uldp_avg_w")

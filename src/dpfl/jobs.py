@@ -46,6 +46,25 @@ def cell_ids(cfg, paper: str, figure: str, mode: str) -> list[str]:
     return list(layout(paper, figure).cells(cfg.figure_params(paper, figure, mode)))
 
 
+def cell_sources(cfg, paper: str, figure: str, mode: str) -> list[tuple[str, str]]:
+    """(figure, cell) whose table each of the figure's cells reads: its own, or, where the layout declares that a
+    cell is the same run as another figure's (`reused_cells`, e.g. kato2024 Fig 10(a)'s q = 1 curve is Fig 8's
+    S = 5 zipf ULDP-AVG-w run), that figure's cell, provided both jobs are identical in everything but the figure
+    name (otherwise the figure computes its own)."""
+    lay = layout(paper, figure)
+    reused = getattr(lay, "reused_cells", lambda params: {})(cfg.figure_params(paper, figure, mode))
+    out = []
+    for cell in cell_ids(cfg, paper, figure, mode):
+        source = reused.get(cell)
+        if source and cell in cell_ids(cfg, paper, source, mode):
+            mine, theirs = (build_cell_job(cfg, paper, f, cell, mode) for f in (figure, source))
+            if (mine.params, mine.settings) == (theirs.params, theirs.settings):
+                out.append((source, cell))
+                continue
+        out.append((figure, cell))
+    return out
+
+
 def needs(cfg, paper: str, figure: str, mode: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(prepared datasets, allocation names) the figure's cells read."""
     if FIGURES[(paper, figure)].layout is None:

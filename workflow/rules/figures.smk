@@ -37,6 +37,15 @@ def _cell_ids(mode):
     return ids
 
 
+def _cell_tables(mode):
+    """The cell tables a figure's table reads: its own cells, or another figure's identical run (jobs.cell_sources)."""
+    def tables(wildcards):
+        figure_def(wildcards)
+        return [paths.cell_table(wildcards.paper, f, c, mode)
+                for f, c in jobs.cell_sources(CFG, wildcards.paper, wildcards.figure, mode)]
+    return tables
+
+
 def _cell_job(mode):
     def params(wildcards):
         figure_def(wildcards)
@@ -141,7 +150,7 @@ for _mode, _sub in MODE_SUBDIR.items():
         name:
             f"figure_table_{_slug}"
         input:
-            cells=lambda w, _mode=_mode: [paths.cell_table(w.paper, w.figure, c, _mode) for c in _cell_ids(_mode)(w)],
+            cells=_cell_tables(_mode),
             prepared=_prepared_inputs(_mode),
             code=stage_code("table"),
         output:

@@ -299,10 +299,15 @@ def padded_size(n: int, batch: int) -> int:
     return min(batch, 1 << max(0, int(n - 1).bit_length()))
 
 
-def make_buckets(records: list[tuple[np.ndarray, np.ndarray]], batch: int, device, chunk: int | None = None) -> list[Bucket]:
+def make_buckets(records: list[tuple[np.ndarray, np.ndarray]], batch: int, device, chunk: int | None = None,
+                 single: bool = False) -> list[Bucket]:
     """Group pairs (X_p, y_p) by padded size; each bucket is padded and moved to `device` once. `chunk` caps the
-    pairs of a bucket (memory: a bucket's parameter copies are (pairs, D))."""
+    pairs of a bucket (memory: a bucket's parameter copies are (pairs, D)). `single`: one bucket padded to the
+    largest pair (silo-level training: a few pairs of similar size, where separate buckets would only multiply the
+    number of sequential steps; a pair with fewer batches idles through the extra ones)."""
     sizes = np.array([padded_size(len(x), batch) for x, _ in records])
+    if single:
+        sizes = np.full(len(sizes), sizes.max())
     out = []
     for size in np.unique(sizes):
         idx = np.flatnonzero(sizes == size)

@@ -45,6 +45,12 @@ def seed_allocation(params: dict, panel: dict, seed: int) -> str:
             f"-seed{int(seed)}")
 
 
+def reused_cells(params: dict) -> dict[str, str]:
+    """{cell: figure}: cells that are the same run as that figure's cell of the same name (`reuse_cells` in the
+    figure's params); dpfl.jobs.cell_sources reads it there when both jobs are identical."""
+    return dict(params.get("reuse_cells") or {})
+
+
 def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
     names = [seed_allocation(params, panel, s) for panel in params["panels"] for s in params["seeds"]]
     return (params["dataset"],), tuple(dict.fromkeys(names))
@@ -55,7 +61,7 @@ def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, di
     another method's hyper-parameters or another panel reruns only those cells)."""
     panel_id, mid, q = parse_cell(cell)
     method = BY_ID[mid]
-    own = {k: v for k, v in params.items() if k not in ("panels", "hyper", "methods", "sampling_rates", "plot")}
+    own = {k: v for k, v in params.items() if k not in ("panels", "hyper", "methods", "sampling_rates", "reuse_cells")}
     own["panels"] = [panel_of(params, panel_id)]
     own["hyper"] = {method.hyper: params["hyper"][method.hyper]}
     own["methods"] = [mid]

@@ -65,7 +65,8 @@ def curves(df, spec, meta):
         ax_u, ax_e = axes[i // ncol, 2 * (i % ncol)], axes[i // ncol, 2 * (i % ncol) + 1]
         d = rounds[rounds["panel"] == panel]
         first = d.iloc[0]
-        title = f"({panel}) U = {first['users']}, S = {first['silos']}, {first['distribution']}"
+        title = f"U = {first['users']}, S = {first['silos']}, {first['distribution']}"
+        title = f"({panel}) {title}" if len(panels) > 1 else title
         for label in curves_order:
             c = d[(d["curve"] == label) & (d["quantity"] == column)].sort_values("x")
             if not c.empty:

@@ -54,7 +54,8 @@ class Federation:
                 meta.append((r, int(k // n_users), int(k % n_users), int(c)))
                 records.append((d["X"][idx], d["y"][idx]))
         run, silo, user, count = (np.array(col, dtype=np.int64) for col in zip(*meta))
-        return cls(run, silo, user, count, make_buckets(records, batch, device, chunk), len(runs), n_silos, n_users)
+        buckets = make_buckets(records, batch, device, chunk, single=level == "silo")
+        return cls(run, silo, user, count, buckets, len(runs), n_silos, n_users)
 
     def user_totals(self) -> np.ndarray:
         """n_u per (run, user): (R, U)."""
