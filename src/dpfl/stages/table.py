@@ -46,10 +46,21 @@ def run_table(paper: str, figure: str, job: dict, csv_path: str, meta_path: str,
         "compute_seconds": round(seconds, 3),
         "rows": len(df),
         "versions": versions(),
-        "device": device(),
+        "device": _devices(df),
     }
     write_json(meta, meta_path)
     log.info("wrote %d rows in %.2f s -> %s (data: %s)", len(df), seconds, csv_path, data_source)
+
+
+def _devices(df) -> dict:
+    """The machine of the table job, and the devices the cells trained on (a `device` column, e.g. "cpu" or
+    "cuda (NVIDIA H100)"), which is where the numbers were computed."""
+    out = device()
+    if "device" in df.columns:
+        used = sorted(set(df["device"].dropna().astype(str)))
+        out["cells_ran_on"] = used
+        out["accelerator"] = ", ".join(u for u in used if u != "cpu") or "none (CPU)"
+    return out
 
 
 def dataset_provenance(prepared_path: str) -> dict:
