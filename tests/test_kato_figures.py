@@ -30,7 +30,8 @@ PARAMS = {
     "eval_batch": 512, "pair_chunk": None,
     "hyper": {"fedavg": {"eta_g": 1.0, "eta_l": 0.01, "epochs": 2}, "group": {"eta_g": 1.0, "clip": 1.0, "eta_l": 0.01, "epochs": 1},
               "sgd": {"eta_g": 10.0, "clip": 0.1}, "avg": {"eta_g": 10.0, "clip": 0.1, "eta_l": 0.01, "epochs": 2}},
-    "implementation": {"sgd_gradient": "mean", "test_loss": "mean", "group_orders": "mironov", "group_parallel": "rdp"},
+    "implementation": {"sgd_gradient": "mean", "test_loss": "mean", "group_orders": "mironov", "group_parallel": "rdp",
+                       "group_conversion": "rdp"},
 }
 
 
@@ -199,3 +200,18 @@ def test_fig10a_reads_fig8s_identical_run_and_computes_its_own_when_they_differ(
     edited = copy.deepcopy(cfg)
     edited.papers["kato2024"]["figures"]["fig8"]["params"]["hyper"]["avg"]["clip"] = 0.5
     assert jobs.cell_sources(edited, "kato2024", "fig10a", "none")[0] == ("fig10a", "b-uldp_avg_w")
+
+
+def test_k6_normal_conversion_every_fifth_round(fixture):
+    """compat K6: GROUP's plotted ε from the (ε, δ) group conversion, every 5th round and the last, NaN between;
+    the certified column stays the RDP upper bound."""
+    params = {**PARAMS, "rounds": 6, "implementation": {**PARAMS["implementation"], "group_conversion": "normal"}}
+    df = run_cell(job("a-uldp_group_2", params), fixture, lambda *a: None).sort_values(["seed", "round"])
+    s0 = df[df["seed"] == 0]
+    assert s0["eps"].notna().tolist() == [False, False, False, False, True, True]
+    assert s0["eps_certified"].notna().all()
+    rdp = run_cell(job("a-uldp_group_2", {**params, "implementation": PARAMS["implementation"]}), fixture,
+                   lambda *a: None).sort_values(["seed", "round"])
+    # for k = 2 the normal-DP conversion is the looser one here (Fig 2: within 3.6× of the RDP conversion)
+    ratio = s0["eps"].iloc[4] / rdp[rdp["seed"] == 0]["eps"].iloc[4]
+    assert 1 / 3.6 <= ratio <= 3.6

@@ -165,7 +165,8 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
         nominal, certified = epsilon_curves(
             method, T, sigma, delta, q=1.0 if q is None else q, silo_records=kept[r], batch=B,
             epochs=int(hyper.get("epochs") or 1), group_k=group_ks[r] if group_ks else 1,
-            group_orders=impl["group_orders"], group_parallel=impl["group_parallel"])
+            group_orders=impl["group_orders"], group_parallel=impl["group_parallel"],
+            group_conversion=impl.get("group_conversion", "rdp"))
         eps_cols.append(pd.DataFrame({"seed": seed, "round": np.arange(1, T + 1), "eps": nominal,
                                       "eps_certified": certified}))
     df = df.merge(pd.concat(eps_cols), on=["seed", "round"])

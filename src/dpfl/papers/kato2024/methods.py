@@ -93,12 +93,15 @@ register(*METHODS)
 
 def epsilon_curves(method: UldpMethod, rounds: int, sigma: float, delta: float, *, q: float = 1.0,
                    silo_records=(), batch: int = 1, epochs: int = 1, group_k: int = 1,
-                   group_orders: str = "mironov", group_parallel: str = "rdp") -> tuple[np.ndarray, np.ndarray]:
+                   group_orders: str = "mironov", group_parallel: str = "rdp",
+                   group_conversion: str = "rdp") -> tuple[np.ndarray, np.ndarray]:
     """(ε nominal, ε certified) after every round t = 1..T (δ = `delta`), as NaN for DEFAULT.
 
     nominal: what the paper plots. σ as the noise multiplier; GROUP at k' = largest power of 2 ≤ k (a lower bound
     for k not a power of 2, as the paper reports), with `group_orders` (mironov | authors, K4) and
-    `group_parallel` (rdp: per-order max over silos | epsilon: max of per-silo ε, K5).
+    `group_parallel` (rdp: per-order max over silos | epsilon: max of per-silo ε, K5) and `group_conversion` (rdp |
+    normal: the (ε, δ) group conversion with k capped at 62, every 5th round and the last, NaN between: K6, the
+    authors' plotting notebook).
     certified: what the accountant certifies for the noise actually used. NAIVE at multiplier σ/2 (see
     `UldpMethod.sensitivity`); GROUP at the smallest power of 2 ≥ k, orders ≥ 2k', per-order max (an upper bound)."""
     from dpfl.privacy.group import group_epsilon_curve
@@ -113,7 +116,10 @@ def epsilon_curves(method: UldpMethod, rounds: int, sigma: float, delta: float, 
             acc = method.accounting(rounds=1, n_records=int(n), batch=batch, epochs=epochs, delta=delta)
             parts.append((acc.mechanism, acc.steps))
         compat = "authors-code" if group_orders == "authors" else "none"
-        nominal = group_epsilon_curve(parts, sigma, rounds, group_k, delta, compat=compat, parallel=group_parallel)
+        if group_conversion == "normal":
+            nominal = _normal_group_curve(parts, sigma, rounds, group_k, delta)
+        else:
+            nominal = group_epsilon_curve(parts, sigma, rounds, group_k, delta, compat=compat, parallel=group_parallel)
         k_up = 1 << max(0, int(group_k - 1).bit_length())
         certified = group_epsilon_curve(parts, sigma, rounds, k_up, delta)
         return np.asarray(nominal, float), np.asarray(certified, float)
@@ -122,3 +128,17 @@ def epsilon_curves(method: UldpMethod, rounds: int, sigma: float, delta: float, 
     z_true = method.multiplier_used(sigma)
     certified = nominal if z_true == sigma else epsilon_curve(acc.mechanism, z_true, 1, rounds, delta)
     return np.asarray(nominal, float), np.asarray(certified, float)
+
+
+def _normal_group_curve(parts, sigma: float, rounds: int, k: int, delta: float, every: int = 5) -> np.ndarray:
+    """K6: record-level RDP at the standard orders (per-order max over the silos), converted to groups of k records
+    through (ε, δ)-DP (k capped at 62), at every `every`-th round and the last; NaN between."""
+    from dpfl.privacy.group import group_epsilon_dp
+    from dpfl.privacy.rdp import STANDARD_ORDERS, rdp_per_step
+
+    per_round = np.max([steps * rdp_per_step(mech, sigma, STANDARD_ORDERS) for mech, steps in parts], axis=0)
+    out = np.full(rounds, np.nan)
+    for t in range(1, rounds + 1):
+        if t % every == 0 or t == rounds:
+            out[t - 1] = group_epsilon_dp(t * per_round, k, delta)["epsilon"]
+    return out

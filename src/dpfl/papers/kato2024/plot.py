@@ -72,7 +72,7 @@ def curves(df, spec, meta):
             if not c.empty:
                 ax_u.plot(c["x"], c["y"], color=colours[label], lw=1.2, label=label)
                 ax_u.fill_between(c["x"], c["y_lo"], c["y_hi"], color=colours[label], alpha=0.15, lw=0)
-            e = d[(d["curve"] == label) & (d["quantity"] == "eps")].sort_values("x")
+            e = d[(d["curve"] == label) & (d["quantity"] == "eps")].sort_values("x").dropna(subset=["y"])
             if not e.empty:
                 ax_e.plot(e["x"], e["y"], color=colours[label], lw=1.2)
                 ec = d[(d["curve"] == label) & (d["quantity"] == "eps_certified")].sort_values("x")
