@@ -221,10 +221,8 @@ def _mlp_forward(fm: "FlatModel", params: dict, X: torch.Tensor, masks, keep: bo
         elif kind == "relu":
             x = torch.relu(x)
         elif kind == "groupnorm":
-            mean = x.mean(dim=-1, keepdim=True)
-            centred = x - mean
-            xhat = centred * torch.rsqrt(centred.pow(2).mean(dim=-1, keepdim=True) + layer.eps)
-            x = xhat * params[pre + "weight"][:, None, :] + params[pre + "bias"][:, None, :]
+            xhat = F.layer_norm(x, x.shape[-1:], eps=layer.eps)  # GroupNorm(1, C) of a (rows, C) input, fused
+            x = torch.addcmul(params[pre + "bias"][:, None, :], xhat, params[pre + "weight"][:, None, :])
             if keep:
                 saved.append(("groupnorm", pre, xhat, x))
         elif kind == "dropout" and masks is not None:
