@@ -181,6 +181,7 @@ def test_fig9_smoke_run_builds_figure_claims_and_report(tmp_path):
     assert set(table["curve"]) == {"ULDP-AVG", "ULDP-AVG-w"} and set(table["panel"]) == {"a", "b"}
     sidecar = json.loads((d / "fig9.json").read_text())
     assert sidecar["data_source"] == "real" and sidecar["device"]["cells_ran_on"] == ["cpu"]
+    assert sidecar["cells_training_seconds"] > 0
     claims = json.loads((d / "claims.json").read_text())["claims"]
     assert [c["id"] for c in claims] == ["C-K9"] and claims[0]["verdict"] in {"pass", "fail", "inconclusive"}
     assert "C-K9" in (project / "results/report/index.html").read_text()
