@@ -50,7 +50,9 @@ def cell_sources(cfg, paper: str, figure: str, mode: str) -> list[tuple[str, str
     """(figure, cell) whose table each of the figure's cells reads: its own, or, where the layout declares that a
     cell is the same run as another figure's (`reused_cells`, e.g. kato2024 Fig 10(a)'s q = 1 curve is Fig 8's
     S = 5 zipf ULDP-AVG-w run), that figure's cell, provided both jobs are identical in everything but the figure
-    name (otherwise the figure computes its own)."""
+    name (otherwise the figure computes its own). An analytic figure has none."""
+    if FIGURES[(paper, figure)].layout is None:
+        return []
     lay = layout(paper, figure)
     reused = getattr(lay, "reused_cells", lambda params: {})(cfg.figure_params(paper, figure, mode))
     out = []
