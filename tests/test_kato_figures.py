@@ -217,3 +217,10 @@ def test_k6_normal_conversion_every_fifth_round(fixture):
     # for k = 2 the normal-DP conversion is the looser one here (Fig 2: within 3.6× of the RDP conversion)
     ratio = s0["eps"].iloc[4] / rdp[rdp["seed"] == 0]["eps"].iloc[4]
     assert 1 / 3.6 <= ratio <= 3.6
+
+
+def test_a_distribution_the_dataset_does_not_support_stops_before_any_job():
+    bad = {**PARAMS, "panels": [{"id": "a", "users": 6, "distribution": "zipf-noniid", "silos": 2}]}
+    with pytest.raises(ValueError, match=r"panels\[0\] \(id a\)\.distribution: 'zipf-noniid' is not allowed for "
+                                         r"tcga_brca; allowed: uniform, zipf"):
+        layout.needs(bad)

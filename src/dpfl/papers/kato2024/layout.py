@@ -51,7 +51,21 @@ def reused_cells(params: dict) -> dict[str, str]:
     return dict(params.get("reuse_cells") or {})
 
 
+#: the distributions of spec §2 each dataset's allocation family supports
+DISTRIBUTIONS = {"creditcard": ("uniform", "zipf", "zipf-iid", "zipf-noniid"),
+                 "mnist": ("uniform", "zipf", "zipf-iid", "zipf-noniid"),
+                 "heart_disease": ("uniform", "zipf"), "tcga_brca": ("uniform", "zipf")}
+
+
 def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(prepared datasets, allocations) of the figure; a panel whose distribution its dataset does not support stops
+    the DAG before any job (config/papers/kato2024.yaml, the panel's `distribution`)."""
+    for i, panel in enumerate(params["panels"]):
+        allowed = DISTRIBUTIONS[params["dataset"]]
+        if panel["distribution"] not in allowed:
+            raise ValueError(f"config/papers/kato2024.yaml: params.panels[{i}] (id {panel['id']}).distribution: "
+                             f"{panel['distribution']!r} is not allowed for {params['dataset']}; allowed: "
+                             f"{', '.join(allowed)} (spec §2)")
     names = [seed_allocation(params, panel, s) for panel in params["panels"] for s in params["seeds"]]
     return (params["dataset"],), tuple(dict.fromkeys(names))
 
