@@ -10,7 +10,8 @@ import torch
 from dpfl.fl.data import SiloData, UserSiloData, pad
 from dpfl.fl.device import DeviceError, resolve_device
 from dpfl.fl.engine import Tracker, run_rounds
-from dpfl.fl.grads import clip_rows, per_example_grads
+from dpfl.fl.aggregate import clip_updates
+from dpfl.fl.local import FlatModel, per_example_grads
 from dpfl.models.glm import GLM
 
 KINDS = ["logistic", "linear", "softmax"]
@@ -56,12 +57,15 @@ def test_user_silo_data_puts_every_record_in_its_slot():
 def test_generic_per_example_grads_match_the_closed_form(kind):
     """vmap(grad(functional_call)) on the GLM as a torch module gives x ⊗ r(x), the closed form."""
     model, X, y, W = glm_data(kind)
-    module = model.module(X.shape[1])
-    params = {"weight": torch.from_numpy(W)}
-    grads = per_example_grads(module, params, model.example_loss_t, torch.from_numpy(X), torch.from_numpy(y))
+    fm = FlatModel(model.module(X.shape[1]), model.example_loss_t)
+    theta = torch.from_numpy(W).reshape(-1)  # the module's one parameter, weight (d, C), flattened
+    mask = torch.ones(len(X), dtype=torch.bool)
+    flat = per_example_grads(fm, theta, torch.from_numpy(X), torch.from_numpy(y), mask)
+    grads = {"weight": flat.reshape(len(X), *W.shape)}
     closed = X[:, :, None] * model.residual(X @ W, y)[:, None, :]
     np.testing.assert_allclose(grads["weight"].numpy(), closed, rtol=1e-10, atol=1e-12)
-    clipped, norms = clip_rows(grads, 0.5)
+    clipped, norms = clip_updates(flat, 0.5)
+    clipped = {"weight": clipped.reshape(len(X), *W.shape)}
     np.testing.assert_allclose(norms.numpy(), np.linalg.norm(closed.reshape(len(X), -1), axis=1), rtol=1e-10)
     assert (np.linalg.norm(clipped["weight"].numpy().reshape(len(X), -1), axis=1) <= 0.5 + 1e-12).all()
 

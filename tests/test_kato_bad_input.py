@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +32,12 @@ from dpfl.stages.allocate import run_allocate
 from dpfl.stages.download import run_download
 from dpfl.stages.prepare import run_prepare
 
+from tests.test_data_kato_loaders import CC_COLUMNS, creditcard_table  # a small valid creditcard table
+from tests.test_pipeline import copy_project, snakemake
+
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_FILE = "config/papers/kato2024.yaml"
 TCGA = [248, 156, 164, 129, 129, 40]  # FLamby's training silos: Σ ⌊n_s/2⌋ = 432
-CC_COLUMNS = ["Time", *[f"V{k}" for k in range(1, 29)], "Amount", "Class"]
 CC_URLS = ["https://storage.googleapis.com/download.tensorflow.org/data/creditcard.csv",
            "https://www.openml.org/data/get_csv/1673544/creditcard.csv",
            "https://raw.githubusercontent.com/jbrownlee/Datasets/master/creditcard.csv.zip"]
@@ -259,15 +258,6 @@ def test_creditcard_unreachable_with_real_lists_every_source(tmp_path, offline, 
 # --------------------------------------------------------------------------------------------------
 
 
-def creditcard_table(n: int = 20) -> pd.DataFrame:
-    rng = np.random.default_rng(5)
-    table = pd.DataFrame(np.round(rng.standard_normal((n, 28)), 6), columns=CC_COLUMNS[1:29])
-    table.insert(0, "Time", np.arange(n) * 3)
-    table["Amount"] = np.round(rng.lognormal(3, 1, n), 2)
-    table["Class"] = (np.arange(n) % 5 == 0).astype(int)
-    return table
-
-
 def write_gz(path: Path, table: pd.DataFrame) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wb") as fh:
@@ -292,7 +282,7 @@ def test_creditcard_with_the_wrong_row_count_names_file_and_expected(tmp_path):
     (lambda t: t[["Class", *CC_COLUMNS[:-1]]], "the same names in another order"),
 ])
 def test_creditcard_with_wrong_columns_names_file_expected_and_difference(tmp_path, change, detail):
-    write_gz(tmp_path / "creditcard.csv.gz", change(creditcard_table()))
+    write_gz(tmp_path / "creditcard.csv.gz", change(creditcard_table(20)))
     with pytest.raises(DataError) as err:
         creditcard.load(tmp_path, expected={"rows": 20, "frauds": 4})
     msg = str(err.value)
@@ -358,17 +348,8 @@ def test_cuda_without_a_gpu_stops_the_workflow_before_any_job(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    project = tmp_path / "project"
-    project.mkdir()
-    for item in ("Snakefile", "workflow", "config", "src", "profiles"):
-        src = ROOT / item
-        if src.is_dir():
-            shutil.copytree(src, project / item, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, project / item)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "device=cuda"],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    project = copy_project(tmp_path / "project")
+    proc = snakemake(project, "-n", "--cores", "1", "--config", "device=cuda")
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert "dpfl configuration error:" in out and "device: cuda was requested but torch sees no CUDA GPU" in out, out

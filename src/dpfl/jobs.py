@@ -53,12 +53,13 @@ def cell_sources(cfg, paper: str, figure: str, mode: str) -> list[tuple[str, str
     name (otherwise the figure computes its own). An analytic figure has none."""
     if FIGURES[(paper, figure)].layout is None:
         return []
-    lay = layout(paper, figure)
-    reused = getattr(lay, "reused_cells", lambda params: {})(cfg.figure_params(paper, figure, mode))
+    reused = getattr(layout(paper, figure), "reused_cells", lambda params: {})(cfg.figure_params(paper, figure, mode))
+    configured = cfg.papers[paper].get("figures", {})
+    available = {f: set(cell_ids(cfg, paper, f, mode)) if f in configured else set() for f in set(reused.values())}
     out = []
     for cell in cell_ids(cfg, paper, figure, mode):
         source = reused.get(cell)
-        if source and cell in cell_ids(cfg, paper, source, mode):
+        if source and cell in available[source]:
             mine, theirs = (build_cell_job(cfg, paper, f, cell, mode) for f in (figure, source))
             if (mine.params, mine.settings) == (theirs.params, theirs.settings):
                 out.append((source, cell))

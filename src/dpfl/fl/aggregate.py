@@ -21,26 +21,40 @@ def clip_updates(updates: torch.Tensor, clip: float) -> tuple[torch.Tensor, torc
     return updates * clip_factor(norms, clip)[..., None], norms
 
 
-def user_weights(records: torch.Tensor, kind: str) -> torch.Tensor:
-    """w_{s,u} from the record counts n_{s,u} (S, U): `avg` 1/S where the user has records in the silo (ULDP-AVG,
-    ULDP-SGD), `avg_w` n_{s,u}/n_u (ULDP-AVG-w, paper Eq. 4). Either way Σ_s w_{s,u} ≤ 1."""
-    dtype = torch.get_default_dtype()
+def pair_weights(counts, user_totals, n_silos: int, kind: str):
+    """w_{s,u} of (silo, user) pairs from their record counts n_{s,u} and the users' totals n_u (numpy arrays or
+    torch tensors of one shape): `avg` 1/S where the user has records in the silo (ULDP-AVG, ULDP-SGD), `avg_w`
+    n_{s,u}/n_u (ULDP-AVG-w, paper Eq. 4). Either way Σ_s w_{s,u} ≤ 1: the one weighting rule of the engine."""
     if kind == "avg":
-        return (records > 0).to(dtype) / records.shape[0]
+        return (counts > 0) / n_silos
     if kind == "avg_w":  # zero where the user has no records in the silo
-        return (records / records.sum(dim=0, keepdim=True).clamp(min=1)).to(dtype)
+        return counts / user_totals.clip(min=1)
     raise ValueError(f"unknown weighting {kind!r}; expected avg or avg_w")
+
+
+def user_weights(records: torch.Tensor, kind: str) -> torch.Tensor:
+    """`pair_weights` for a dense count matrix n_{s,u} (S, U)."""
+    return pair_weights(records, records.sum(dim=0, keepdim=True), records.shape[0], kind).to(torch.get_default_dtype())
+
+
+def weighted_clipped_sum(updates: torch.Tensor, weights: torch.Tensor, groups: torch.Tensor, n_groups: int,
+                         clip: float) -> torch.Tensor:
+    """Σ_p w_p·clip_C(Δ_p) per group (silo, or run) for pair updates (P, D); pairs whose update is not finite send
+    nothing (spec §4: a user whose local model has NaN or Inf is skipped)."""
+    finite = torch.isfinite(updates).all(dim=-1)
+    clipped, _ = clip_updates(torch.where(finite[:, None], updates, torch.zeros_like(updates)), clip)
+    w = torch.where(finite, weights.to(updates.dtype), torch.zeros((), dtype=updates.dtype, device=updates.device))
+    out = torch.zeros((n_groups, updates.shape[1]), dtype=updates.dtype, device=updates.device)
+    return out.index_add_(0, groups, clipped * w[:, None])
 
 
 def silo_messages(updates: torch.Tensor, weights: torch.Tensor, clip: float, sigma: float,
                   noise: torch.Tensor | None) -> torch.Tensor:
-    """message_s = Σ_u w_{s,u}·clip_C(Δ_{s,u}) + (σC/√S)·Z_s for updates (S, U, P), weights (S, U) (zero for absent
-    pairs and unsampled users), Z (S, P) standard normal (None: no noise). Pairs whose update is not finite are
-    skipped (spec §4: a user whose local model has NaN or Inf sends nothing)."""
-    S = updates.shape[0]
-    finite = torch.isfinite(updates).all(dim=-1)
-    clipped, _ = clip_updates(torch.where(finite[..., None], updates, torch.zeros_like(updates)), clip)
-    msg = torch.einsum("su,sup->sp", torch.where(finite, weights, torch.zeros_like(weights)).to(clipped.dtype), clipped)
+    """message_s = Σ_u w_{s,u}·clip_C(Δ_{s,u}) + (σC/√S)·Z_s for dense updates (S, U, P), weights (S, U) (zero for
+    absent pairs and unsampled users), Z (S, P) standard normal (None: no noise)."""
+    S, U, P = updates.shape
+    silo = torch.arange(S, device=updates.device).repeat_interleave(U)
+    msg = weighted_clipped_sum(updates.reshape(S * U, P), weights.reshape(-1), silo, S, clip)
     if noise is not None and sigma > 0:
         msg = msg + (sigma * clip / S**0.5) * noise
     return msg

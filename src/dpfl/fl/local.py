@@ -25,18 +25,20 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from dpfl.fl.aggregate import clip_factor
+from dpfl.fl.aggregate import clip_factor, clip_updates
+from dpfl.models.metrics import cox_partial_likelihood
 
 LOSSES = ("ce", "nll", "bce", "cox")
 
 
 class FlatModel:
     """A module as f(θ, X) for a flat θ (D,). `loss`: ce (logits, int labels), nll (log-probabilities), bce
-    (one logit, 0/1 labels) or cox (one risk score, y = (T, E) in the last axis; the loss couples a batch's rows)."""
+    (one logit, 0/1 labels), cox (one risk score, y = (T, E) in the last axis; the loss couples a batch's rows), or
+    any function (outputs, y) -> per-row losses (e.g. a GLM's `example_loss_t`)."""
 
-    def __init__(self, module: torch.nn.Module, loss: str):
-        if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r}; known: {', '.join(LOSSES)}")
+    def __init__(self, module: torch.nn.Module, loss):
+        if not callable(loss) and loss not in LOSSES:
+            raise ValueError(f"unknown loss {loss!r}; known: {', '.join(LOSSES)} or a function (outputs, y) -> rows")
         self.module, self.loss = module, loss
         params = dict(module.named_parameters())
         self.names = list(params)
@@ -83,6 +85,8 @@ class FlatModel:
 
     def row_losses(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-row losses of a non-coupled loss."""
+        if callable(self.loss):
+            return self.loss(out, y)
         if self.loss == "ce":
             return F.cross_entropy(out, y.long(), reduction="none")
         if self.loss == "nll":
@@ -95,11 +99,11 @@ class FlatModel:
         """Mean loss over the valid rows (0 for a batch without any)."""
         count = mask.sum().clamp(min=1).to(out.dtype)
         if self.loss == "cox":
-            return masked_cox(out, y[..., 0], y[..., 1], mask)
+            return cox_partial_likelihood(out, y[..., 0], y[..., 1], mask)
         return torch.where(mask, self.row_losses(out, y), torch.zeros((), dtype=out.dtype)).sum() / count
 
     def batch_loss(self, theta, X, y, mask, masks=None) -> torch.Tensor:
-        return self.batch_loss_from_outputs(self.forward(theta, X, masks), y, mask)
+        return self.batch_loss_params(self.unflatten(theta), X, y, mask, masks)
 
     def batch_loss_params(self, params: dict, X, y, mask, masks=None) -> torch.Tensor:
         """`batch_loss` with the parameters as a dict of tensors (no flattening in the hot loop)."""
@@ -115,23 +119,8 @@ class FlatModel:
         return torch.cat([params[n].reshape(params[n].shape[0], -1) for n in self.names], dim=1)
 
 
-def masked_cox(score, time, event, mask) -> torch.Tensor:
-    """The batch-mean negative Cox partial log-likelihood over the valid rows (spec §3): sorted by T descending
-    (padding last, so it never enters a risk set), max score subtracted, −(1/|b|) Σ_i E_i (s_i − log Σ_{j≤i} e^{s_j}).
-    Ties keep their input order. 0 for fewer than one valid row."""
-    key = torch.where(mask, time, torch.full_like(time, -math.inf))
-    order = torch.argsort(key, descending=True, stable=True)
-    s, e, m = score[order], event[order].to(score.dtype), mask[order]
-    s = torch.where(m, s, torch.zeros_like(s))
-    top = torch.where(m, s, torch.full_like(s, -math.inf)).max().detach()
-    s = s - torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-    log_risk = torch.logcumsumexp(s, dim=-1)
-    terms = torch.where(m, (s - log_risk) * e, torch.zeros_like(s))
-    return -terms.sum() / m.sum().clamp(min=1).to(score.dtype)
-
-
 def cox_score_grads(score, time, event, mask) -> torch.Tensor:
-    """∂L/∂s of `masked_cox`, batched over pairs (P, b), in closed form: with rows sorted by T descending and
+    """∂L/∂s of the masked Cox loss (dpfl.models.metrics.cox_partial_likelihood), batched over pairs (P, b), in closed form: with rows sorted by T descending and
     R_i = Σ_{j≤i} e^{s_j}, ∂L/∂s_k = −(1/|b|)·(E_k − Σ_{i≥k} E_i·e^{s_k}/R_i), evaluated in log space (the scores
     of an unnormalized Cox model can span hundreds of nats)."""
     key = torch.where(mask, time, torch.full_like(time, -math.inf))
@@ -428,8 +417,7 @@ def dp_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, b
                                                   fm.draw_masks(idx.shape, gen, theta.device), clip))
             else:
                 g = per_pair(theta, Xb, yb, m, fm.draw_masks(idx.shape, gen, theta.device))  # (Pb, width, D)
-                norms = torch.linalg.vector_norm(g, dim=-1)
-                summed = (g * clip_factor(norms, clip)[..., None]).sum(1)
+                summed = clip_updates(g, clip)[0].sum(1)
             noise = torch.randn(summed.shape, generator=gen, device=theta.device, dtype=theta.dtype)
             update = (summed + sigma * clip * noise) / expected[:, None]
             theta = torch.where(active[:, None], theta - lr * update, theta)

@@ -3,6 +3,8 @@ accuracy, the Cox partial likelihood and Harrell's C-index (TCGA)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -19,19 +21,27 @@ def accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return float((np.asarray(y_true) == np.asarray(y_pred)).mean())
 
 
-def cox_partial_likelihood(score, time, event):
+def cox_partial_likelihood(score, time, event, mask=None):
     """Negative Cox partial log-likelihood of a batch, averaged over the batch (spec §3, the authors' form): sort
     by T descending, subtract max s, loss = −(1/|b|) Σ_i E_i (s_i − log Σ_{j ≤ i} e^{s_j}). Torch tensors (score
-    (n,), time (n,), event (n,)); needs ≥ 2 records. Ties in T keep their input order (a stable sort)."""
+    (n,), time (n,), event (n,)). Ties in T keep their input order (a stable sort). `mask` (n,) bool: only the
+    valid rows count (padding sorts last, so it never enters a risk set; 0 without valid rows); without a mask the
+    batch needs ≥ 2 records."""
     import torch
 
-    if score.shape[-1] < 2:
-        raise ValueError("the Cox partial likelihood needs at least 2 records")
-    order = torch.argsort(time, descending=True, stable=True)
-    s, e = score[..., order], event[..., order].to(score.dtype)
-    s = s - s.max(dim=-1, keepdim=True).values.detach()
+    if mask is None:
+        if score.shape[-1] < 2:
+            raise ValueError("the Cox partial likelihood needs at least 2 records")
+        mask = torch.ones(score.shape, dtype=torch.bool, device=score.device)
+    key = torch.where(mask, time, torch.full_like(time, -math.inf))
+    order = torch.argsort(key, descending=True, stable=True)
+    s, e, m = score[order], event[order].to(score.dtype), mask[order]
+    s = torch.where(m, s, torch.zeros_like(s))
+    top = torch.where(m, s, torch.full_like(s, -math.inf)).max().detach()
+    s = s - torch.where(torch.isfinite(top), top, torch.zeros_like(top))
     log_risk = torch.logcumsumexp(s, dim=-1)  # log Σ_{j ≤ i} e^{s_j} over the records at least as long-lived
-    return -((s - log_risk) * e).sum(dim=-1) / score.shape[-1]
+    terms = torch.where(m, (s - log_risk) * e, torch.zeros_like(s))
+    return -terms.sum() / m.sum().clamp(min=1).to(score.dtype)
 
 
 def c_index(time: np.ndarray, score: np.ndarray, event: np.ndarray) -> float:

@@ -13,28 +13,15 @@ import torch
 from torch import nn
 
 
-class GroupNorm1(nn.GroupNorm):
-    """nn.GroupNorm(1, C) on (N, C) inputs written with elementary ops (same parameters, same values): PyTorch's
-    fused group-norm backward is slow under `torch.func.vmap` (the per-pair training of dpfl.fl.local)."""
-
-    def __init__(self, channels: int):
-        super().__init__(1, channels)
-
-    def forward(self, x):
-        mean = x.mean(dim=-1, keepdim=True)
-        var = (x - mean).pow(2).mean(dim=-1, keepdim=True)
-        return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
-
-
 class CreditcardMLP(nn.Module):
     """Linear(30,30)→ReLU→GroupNorm(1,30); 4 × [Linear(30,30)→ReLU→GroupNorm(1,30)→Dropout(0.5)]; Linear(30,2):
     5,012 parameters (the authors' published architecture; the paper says "about 4K", inferred)."""
 
     def __init__(self):
         super().__init__()
-        layers = [nn.Linear(30, 30), nn.ReLU(), GroupNorm1(30)]
+        layers = [nn.Linear(30, 30), nn.ReLU(), nn.GroupNorm(1, 30)]
         for _ in range(4):
-            layers += [nn.Linear(30, 30), nn.ReLU(), GroupNorm1(30), nn.Dropout(0.5)]
+            layers += [nn.Linear(30, 30), nn.ReLU(), nn.GroupNorm(1, 30), nn.Dropout(0.5)]
         layers.append(nn.Linear(30, 2))
         self.net = nn.Sequential(*layers)
 

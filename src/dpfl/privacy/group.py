@@ -126,18 +126,29 @@ def group_epsilon_dp(
 
 
 def group_epsilon_curve(parts, z: float, rounds: int, k: int, delta: float, compat: str = "none",
-                        parallel: str = "rdp") -> np.ndarray:
+                        parallel: str = "rdp", conversion: str = "rdp", every: int = 1) -> np.ndarray:
     """ε for groups of k records after each round t = 1..rounds, for a mechanism run in parallel on disjoint parts
     (kato2024 ULDP-GROUP-k: each silo runs DP-SGD on its own records; spec §5).
 
     `parts`: [(SampledGaussian, steps per round)], one per silo, all with noise multiplier z. Parallel composition
     (`parallel: rdp`, the paper): the per-order maximum over parts of the record-level RDP, then the group conversion
     at k' = largest power of 2 ≤ k (orders ≥ 2k'; `compat` as group_rdp_orders). `parallel: epsilon` (the authors'
-    code, K5) converts each part separately and takes the largest ε, which is never larger."""
+    code, K5) converts each part separately and takes the largest ε, which is never larger.
+    `conversion: normal` (K6, the authors' plotting notebook) uses the (ε, δ) group conversion instead
+    (group_epsilon_dp, k capped at 62), evaluated at every `every`-th round and the last; NaN between."""
     from dpfl.privacy.rdp import rdp_per_step
 
     if parallel not in ("rdp", "epsilon"):
         raise ValueError(f"parallel must be 'rdp' or 'epsilon', got {parallel!r}")
+    if conversion not in ("rdp", "normal"):
+        raise ValueError(f"conversion must be 'rdp' or 'normal', got {conversion!r}")
+    if conversion == "normal":
+        per_round = np.max([steps * rdp_per_step(mech, z, STANDARD_ORDERS) for mech, steps in parts], axis=0)
+        out = np.full(rounds, np.nan)
+        for t in range(1, rounds + 1):
+            if t % every == 0 or t == rounds:
+                out[t - 1] = group_epsilon_dp(t * per_round, k, delta)["epsilon"]
+        return out
     if parallel == "epsilon":
         return np.max([group_epsilon_curve([p], z, rounds, k, delta, compat) for p in parts], axis=0)
     kp = largest_power_of_two_leq(k)

@@ -116,10 +116,8 @@ def epsilon_curves(method: UldpMethod, rounds: int, sigma: float, delta: float, 
             acc = method.accounting(rounds=1, n_records=int(n), batch=batch, epochs=epochs, delta=delta)
             parts.append((acc.mechanism, acc.steps))
         compat = "authors-code" if group_orders == "authors" else "none"
-        if group_conversion == "normal":
-            nominal = _normal_group_curve(parts, sigma, rounds, group_k, delta)
-        else:
-            nominal = group_epsilon_curve(parts, sigma, rounds, group_k, delta, compat=compat, parallel=group_parallel)
+        nominal = group_epsilon_curve(parts, sigma, rounds, group_k, delta, compat=compat, parallel=group_parallel,
+                                      conversion=group_conversion, every=5)
         k_up = 1 << max(0, int(group_k - 1).bit_length())
         certified = group_epsilon_curve(parts, sigma, rounds, k_up, delta)
         return np.asarray(nominal, float), np.asarray(certified, float)
@@ -129,16 +127,3 @@ def epsilon_curves(method: UldpMethod, rounds: int, sigma: float, delta: float, 
     certified = nominal if z_true == sigma else epsilon_curve(acc.mechanism, z_true, 1, rounds, delta)
     return np.asarray(nominal, float), np.asarray(certified, float)
 
-
-def _normal_group_curve(parts, sigma: float, rounds: int, k: int, delta: float, every: int = 5) -> np.ndarray:
-    """K6: record-level RDP at the standard orders (per-order max over the silos), converted to groups of k records
-    through (ε, δ)-DP (k capped at 62), at every `every`-th round and the last; NaN between."""
-    from dpfl.privacy.group import group_epsilon_dp
-    from dpfl.privacy.rdp import STANDARD_ORDERS, rdp_per_step
-
-    per_round = np.max([steps * rdp_per_step(mech, sigma, STANDARD_ORDERS) for mech, steps in parts], axis=0)
-    out = np.full(rounds, np.nan)
-    for t in range(1, rounds + 1):
-        if t % every == 0 or t == rounds:
-            out[t - 1] = group_epsilon_dp(t * per_round, k, delta)["epsilon"]
-    return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dpfl.fl.aggregate import clip_updates
+from dpfl.fl.aggregate import clip_updates, pair_weights, weighted_clipped_sum
 from dpfl.fl.local import Bucket, FlatModel, dp_sgd, local_sgd, make_buckets, mean_grads
 
 
@@ -64,27 +64,12 @@ class Federation:
         return out
 
     def weights(self, kind: str) -> np.ndarray:
-        """w per pair: avg 1/S; avg_w n_{s,u}/n_u (paper Eq. 4). Σ_s w_{s,u} ≤ 1 for every user."""
-        if kind == "avg":
-            return np.full(len(self.run), 1.0 / self.n_silos)
-        if kind == "avg_w":
-            return self.count / self.user_totals()[self.run, self.user]
-        raise ValueError(f"unknown weighting {kind!r}; expected avg or avg_w")
+        """w per pair (dpfl.fl.aggregate.pair_weights: avg 1/S, avg_w n_{s,u}/n_u)."""
+        return pair_weights(self.count, self.user_totals()[self.run, self.user], self.n_silos, kind)
 
 
 def _subset(b: Bucket, keep: torch.Tensor) -> Bucket:
     return Bucket(b.pairs[keep], b.X[keep], b.y[keep], b.mask[keep], b.counts[keep])
-
-
-def weighted_clipped_sum(updates: torch.Tensor, weights: torch.Tensor, groups: torch.Tensor, n_groups: int,
-                         clip: float) -> torch.Tensor:
-    """Σ_p w_p·clip_C(Δ_p) per group (run) for updates (P, D); pairs whose update is not finite send nothing
-    (spec §4: NaN/Inf deltas are skipped)."""
-    finite = torch.isfinite(updates).all(dim=-1)
-    clipped, _ = clip_updates(torch.where(finite[:, None], updates, torch.zeros_like(updates)), clip)
-    w = torch.where(finite, weights.to(updates.dtype), torch.zeros_like(weights, dtype=updates.dtype))
-    out = torch.zeros((n_groups, updates.shape[1]), dtype=updates.dtype, device=updates.device)
-    return out.index_add_(0, groups, clipped * w[:, None])
 
 
 def silo_noise(n_runs: int, n_silos: int, dim: int, std: float, gen: torch.Generator, like: torch.Tensor):
@@ -104,6 +89,7 @@ def round_fn(method, hyper: dict, fed: Federation, fm: FlatModel, *, sigma: floa
     R, S, U = fed.n_runs, fed.n_silos, fed.n_users
     dev = fed.buckets[0].X.device
     run_of = torch.as_tensor(fed.run, device=dev)
+    user_of = torch.as_tensor(fed.user, device=dev)
     if fam in ("avg", "sgd"):
         weights = torch.as_tensor(fed.weights(method.weighting), device=dev)
 
@@ -130,7 +116,7 @@ def round_fn(method, hyper: dict, fed: Federation, fm: FlatModel, *, sigma: floa
             sampled = torch.rand((R, U), generator=gen, device=dev) < q
         for b in fed.buckets:
             if method.sampled:
-                keep = sampled[run_of[b.pairs], torch.as_tensor(fed.user, device=dev)[b.pairs]]
+                keep = sampled[run_of[b.pairs], user_of[b.pairs]]
                 if not bool(keep.any()):
                     continue
                 b = _subset(b, keep)
