@@ -23,7 +23,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from dpfl.fl.local import FlatModel, dp_sgd, local_sgd, make_buckets, mean_grads, per_example_grads
+from dpfl.fl.local import FlatModel, dp_sgd, keep_mask, local_sgd, make_buckets, mean_grads, per_example_grads
 from dpfl.models.metrics import cox_partial_likelihood
 from dpfl.models.nets import LinearScore, build_model
 from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
@@ -183,34 +183,47 @@ def padded(n, batch):
 
 
 def layout(counts, batch, single=False):
-    """Buckets as the engine documents them: pairs grouped by padded size, sizes ascending, pairs in order;
-    silo-level training (`single`): one bucket padded to the largest pair."""
+    """Buckets as the engine documents them: pairs grouped by padded size, sizes ascending, pairs by record count
+    (largest first, stable); silo-level training (`single`): one bucket padded to the largest pair."""
+    counts = np.asarray(counts)
     pads = np.array([padded(int(n), batch) for n in counts])
     if single:
         pads = np.full(len(pads), pads.max())
-    return [(np.flatnonzero(pads == s), int(s)) for s in sorted(set(pads.tolist()))]
+    out = []
+    for s in sorted(set(pads.tolist())):
+        idx = np.flatnonzero(pads == s)
+        out.append((idx[np.argsort(-counts[idx], kind="stable")], int(s)))
+    return out
 
 
 def assert_layout(buckets, lay):
     assert [(b.pairs.tolist(), b.mask.shape[1]) for b in buckets] == [(p.tolist(), s) for p, s in lay]
 
 
-def draw_shuffles(gen, pairs, counts, n_pad, epochs, tape):
+def draw_shuffles(gen, pairs, counts, n_pad, epochs, tape, batch, kind):
+    """The engine's epoch shuffles; a bucket of one batch per epoch is not shuffled unless the loss couples rows."""
     for _ in range(epochs):
+        if n_pad <= batch and kind != "cox":
+            for p in pairs:
+                tape[p].append(torch.arange(counts[p]))
+            continue
         keys = torch.rand((len(pairs), n_pad), generator=gen)
         for i, p in enumerate(pairs):
             tape[p].append(torch.argsort(keys[i, : counts[p]]))
 
 
 def draw_dp(gen, pairs, counts, n_pad, epochs, batch, dim, tape):
+    """The engine's DP-SGD draws: per step, the Poisson flags then the noise of the pairs that still have a step
+    (a prefix of the bucket's pairs, which are ordered by count, largest first)."""
     steps = {p: max(1, math.ceil(counts[p] / batch)) for p in pairs}
     for _ in range(epochs):
         for j in range(max(steps.values())):
-            u = torch.rand((len(pairs), n_pad), generator=gen).to(DT)
-            z = torch.randn((len(pairs), dim), generator=gen, dtype=DT)
-            for i, p in enumerate(pairs):
-                if j < steps[p]:
-                    tape[p].append((u[i, : counts[p]] < 1.0 / steps[p], z[i]))
+            live = [p for p in pairs if j < steps[p]]
+            assert live == pairs[: len(live)]
+            u = torch.rand((len(live), n_pad), generator=gen).to(DT)
+            z = torch.randn((len(live), dim), generator=gen, dtype=DT)
+            for i, p in enumerate(live):
+                tape[p].append((u[i, : counts[p]] < 1.0 / steps[p], z[i]))
 
 
 # ------------------------------------------------------------------------------------------ 1. per-pair kernels
@@ -241,7 +254,7 @@ def test_local_sgd_matches_a_plain_loop(kind):
     out = torch.empty_like(theta)
     for b in buckets:
         out[b.pairs] = local_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, gen=gen)
-        draw_shuffles(ref_gen, b.pairs.tolist(), SIZES, b.mask.shape[1], epochs, tape)
+        draw_shuffles(ref_gen, b.pairs.tolist(), SIZES, b.mask.shape[1], epochs, tape, batch, kind)
     for p, (X, y) in enumerate(records):
         want = ref_sgd(template, kind, theta[p], *tensors(X, y), tape[p], batch, lr)
         assert torch.allclose(out[p], want, atol=TOL, rtol=0), p
@@ -291,11 +304,11 @@ class TinyDropMLP(TinyMLP):
 
 
 def drop_mask(shape, gen):
-    return (torch.rand((*shape, 4), generator=gen) >= TinyDropMLP.p).to(DT) / (1 - TinyDropMLP.p)
+    return keep_mask((*shape, 4), TinyDropMLP.p, gen, "cpu").to(DT) / (1 - TinyDropMLP.p)
 
 
 def test_dropout_masks_come_from_the_generator_in_order():
-    """Dropout masks are drawn from the one generator (local_sgd: after the epoch keys, one per step; dp_sgd: between
+    """Dropout masks are drawn from the one generator (local_sgd: after the epoch keys, if any, one per step; dp_sgd: between
     the Poisson draw and the noise; mean_grads: one per call) and applied row by row, as a plain loop replays them."""
     batch, epochs, lr, clip, sigma = 4, 2, 0.3, 0.5, 0.8
     template = _seeded(TinyDropMLP, 4)
@@ -315,7 +328,8 @@ def test_dropout_masks_come_from_the_generator_in_order():
         # replay: local_sgd
         out_ref = {}
         for epoch in range(epochs):
-            keys = torch.rand((len(pairs), n_pad), generator=ref)
+            keys = torch.rand((len(pairs), n_pad), generator=ref) if n_pad > batch \
+                else torch.arange(n_pad, dtype=torch.float32).repeat(len(pairs), 1)  # one batch: not shuffled
             steps = [drop_mask((len(pairs), min(batch, n_pad)), ref) for _ in range(max(1, math.ceil(n_pad / batch)))]
             for i, p in enumerate(pairs):
                 X, y = tensors(*records[p])
@@ -360,6 +374,78 @@ def test_dropout_masks_come_from_the_generator_in_order():
             want = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(m.parameters()))])
             assert torch.allclose(out_g[p], want, atol=1e-10, rtol=1e-8), p
     assert torch.equal(torch.rand(3, generator=gen), torch.rand(3, generator=ref))  # same number of draws
+
+
+class TinySeqMLP(nn.Module):
+    """A Sequential of Linear / ReLU / GroupNorm(1, C) / Dropout as `.net` (the shape of the Creditcard MLP, which
+    takes the hand-written batched path of dpfl.fl.local), with a ReLU → Dropout block (in-place masking of a
+    taped ReLU output) and a GroupNorm → Dropout block; explicit dropout masks (the dpfl.models.nets protocol)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.GroupNorm(1, 5), nn.Linear(5, 5), nn.ReLU(),
+                                 nn.Dropout(0.5), nn.Linear(5, 5), nn.ReLU(), nn.GroupNorm(1, 5), nn.Dropout(0.5),
+                                 nn.Linear(5, 2))
+        with torch.no_grad():  # non-trivial affine group-norm parameters
+            for layer in self.net:
+                if isinstance(layer, nn.GroupNorm):
+                    layer.weight.uniform_(0.5, 1.5)
+                    layer.bias.uniform_(-0.3, 0.3)
+
+    def forward(self, x, masks=None):
+        site = 0
+        for layer in self.net:
+            if isinstance(layer, nn.Dropout):
+                x = x if masks is None else x * masks[site]
+                site += 1
+            else:
+                x = layer(x)
+        return x
+
+    def dropout_sites(self, rows):
+        return [((rows, 5), 0.5), ((rows, 5), 0.5)]
+
+
+@pytest.mark.parametrize("loss", ["ce", "nll"])
+def test_batched_mlp_path_equals_the_generic_vmap_path(loss):
+    """The hand-written forward/backward of Sequential MLPs (fused in-place SGD updates, per-example clipped sums
+    from activations) gives the numbers of vmap(grad(functional_call)) with the same draws, for local SGD,
+    mean gradients and DP-SGD."""
+    template = _seeded(TinySeqMLP, 6)
+    fast = FlatModel(template, loss)
+    slow = FlatModel(template, loss)
+    assert fast.mlp is not None
+    slow.mlp = None
+    rng = np.random.default_rng(4)
+    records = [make_xy("ce", n, 3, rng) for n in SIZES]
+    # user-level buckets, and one silo-level bucket where pairs drop out of the active prefix as steps go on
+    buckets = to64(make_buckets(records, 4, "cpu")) + to64(make_buckets(records, 4, "cpu", single=True))
+    g = torch.Generator().manual_seed(1)
+    theta = fast.initial()[None] + 0.3 * torch.randn((len(SIZES), fast.dim), generator=g, dtype=DT)
+    for b in buckets:
+        t = theta[b.pairs]
+        runs = {}
+        for name, fm in (("fast", fast), ("slow", slow)):
+            runs[name] = (local_sgd(fm, t, b, epochs=3, batch=4, lr=0.2, gen=torch.Generator().manual_seed(2)),
+                          mean_grads(fm, t, b, torch.Generator().manual_seed(3)),
+                          dp_sgd(fm, t, b, epochs=2, batch=4, lr=0.2, clip=0.7, sigma=0.5,
+                                 gen=torch.Generator().manual_seed(4)))
+        for got, want in zip(runs["fast"], runs["slow"]):
+            assert torch.allclose(got, want, atol=1e-10, rtol=1e-9)
+        assert not torch.allclose(runs["fast"][0], t)
+
+
+def test_fair_coin_dropout_masks_are_unbiased_and_independent():
+    """keep_mask at p = 1/2 (62 fair bits per random integer): keep rate 1/2, no correlation between neighbours
+    (bits of one word) or between sites, and reproducible from the generator."""
+    a = keep_mask((400, 64, 30), 0.5, torch.Generator().manual_seed(0), "cpu").double()
+    assert abs(float(a.mean()) - 0.5) < 0.003  # 768k flags: std 0.00057
+    flat_a = a.reshape(-1) - 0.5
+    for lag in (1, 2, 31, 61, 62):  # within a word and across word boundaries
+        assert abs(float((flat_a[:-lag] * flat_a[lag:]).mean())) < 0.003, lag
+    assert torch.equal(a, keep_mask((400, 64, 30), 0.5, torch.Generator().manual_seed(0), "cpu").double())
+    other = keep_mask((200, 30), 0.3, torch.Generator().manual_seed(1), "cpu").double()
+    assert abs(float(other.mean()) - 0.7) < 0.02
 
 
 # ------------------------------------------------------------------------------------------ 1. full rounds
@@ -412,7 +498,7 @@ def ref_round(method, hyper, runs, S, U, template, kind, theta, *, sigma, batch,
             if fam == "group":
                 draw_dp(gen, pb.tolist(), counts, n_pad, Q, batch, D, tape)
             else:
-                draw_shuffles(gen, pb.tolist(), counts, n_pad, Q, tape)
+                draw_shuffles(gen, pb.tolist(), counts, n_pad, Q, tape, batch, kind)
             if fam == "naive":
                 z = torch.randn((len(pb), D), generator=gen, dtype=DT)
                 naive_z.update({p: z[i] for i, p in enumerate(pb.tolist())})
@@ -423,7 +509,7 @@ def ref_round(method, hyper, runs, S, U, template, kind, theta, *, sigma, batch,
         for pb, n_pad in layout(counts, batch):
             pb = pb[keep[pb]]
             if len(pb) and fam == "avg":
-                draw_shuffles(gen, pb.tolist(), counts, n_pad, Q, tape)
+                draw_shuffles(gen, pb.tolist(), counts, n_pad, Q, tape, batch, kind)
         z_silo = torch.randn((R, S, D), generator=gen, dtype=DT)
 
     clipped = []

@@ -40,12 +40,17 @@ def user_weights(records: torch.Tensor, kind: str) -> torch.Tensor:
 def weighted_clipped_sum(updates: torch.Tensor, weights: torch.Tensor, groups: torch.Tensor, n_groups: int,
                          clip: float) -> torch.Tensor:
     """Σ_p w_p·clip_C(Δ_p) per group (silo, or run) for pair updates (P, D); pairs whose update is not finite send
-    nothing (spec §4: a user whose local model has NaN or Inf is skipped)."""
-    finite = torch.isfinite(updates).all(dim=-1)
-    clipped, _ = clip_updates(torch.where(finite[:, None], updates, torch.zeros_like(updates)), clip)
-    w = torch.where(finite, weights.to(updates.dtype), torch.zeros((), dtype=updates.dtype, device=updates.device))
-    out = torch.zeros((n_groups, updates.shape[1]), dtype=updates.dtype, device=updates.device)
-    return out.index_add_(0, groups, clipped * w[:, None])
+    nothing (spec §4: a user whose local model has NaN or Inf is skipped). One pass for the norms and one product
+    of the (groups, P) coefficient matrix with the updates: the updates are the largest tensors of a round."""
+    norms = torch.linalg.vector_norm(updates, dim=-1)
+    finite = torch.isfinite(norms)  # a NaN or Inf entry makes the norm non-finite
+    zero = torch.zeros((), dtype=updates.dtype, device=updates.device)
+    if not bool(finite.all()):
+        updates = torch.where(finite[:, None], updates, zero)
+    coef = torch.where(finite, weights.to(updates.dtype) * clip_factor(norms, clip), zero)
+    mix = torch.zeros((n_groups, updates.shape[0]), dtype=updates.dtype, device=updates.device)
+    mix[groups, torch.arange(updates.shape[0], device=updates.device)] = coef
+    return mix @ updates
 
 
 def silo_messages(updates: torch.Tensor, weights: torch.Tensor, clip: float, sigma: float,

@@ -31,6 +31,17 @@ from dpfl.models.metrics import cox_partial_likelihood
 LOSSES = ("ce", "nll", "bce", "cox")
 
 
+def keep_mask(shape: tuple, p: float, gen: torch.Generator, device) -> torch.Tensor:
+    """Bernoulli(1 − p) keep flags. For p = 1/2 (the dropout of the kato2024 models) each flag is one bit of a
+    uniform 62-bit integer: 62 fair coins per draw, ~4× cheaper than a uniform float per flag compared with p."""
+    if p != 0.5:
+        return torch.rand(shape, generator=gen, device=device) >= p
+    n = math.prod(shape)
+    words = torch.randint(0, 2**62, (-(-n // 62),), generator=gen, device=device)
+    bits = torch.bitwise_and(words[:, None], 1 << torch.arange(62, device=device)) != 0
+    return bits.reshape(-1)[:n].reshape(shape)
+
+
 class FlatModel:
     """A module as f(θ, X) for a flat θ (D,). `loss`: ce (logits, int labels), nll (log-probabilities), bce
     (one logit, 0/1 labels), cox (one risk score, y = (T, E) in the last axis; the loss couples a batch's rows), or
@@ -77,11 +88,8 @@ class FlatModel:
         sites = getattr(self.module, "dropout_sites", None)
         if sites is None:
             return None
-        out = []
-        for site_shape, p in sites(shape[-1]):
-            keep = torch.rand((*shape[:-1], *site_shape), generator=gen, device=device) >= p
-            out.append(keep.to(torch.get_default_dtype()) / (1.0 - p))
-        return out
+        return [keep_mask((*shape[:-1], *site_shape), p, gen, device).to(torch.get_default_dtype()) / (1.0 - p)
+                for site_shape, p in sites(shape[-1])]
 
     def row_losses(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-row losses of a non-coupled loss."""
@@ -112,6 +120,11 @@ class FlatModel:
     def split(self, theta: torch.Tensor) -> dict:
         """(P, D) flat rows -> {name: (P, *shape)} contiguous copies."""
         return {n: t.reshape(theta.shape[0], *s).clone()
+                for n, t, s in zip(self.names, torch.split(theta, self.sizes, dim=1), self.shapes)}
+
+    def views(self, theta: torch.Tensor) -> dict:
+        """(P, D) flat rows -> {name: (P, *shape)} views (no copies)."""
+        return {n: t.reshape(theta.shape[0], *s)
                 for n, t, s in zip(self.names, torch.split(theta, self.sizes, dim=1), self.shapes)}
 
     def join(self, params: dict) -> torch.Tensor:
@@ -173,10 +186,12 @@ def _linear_clipped_sum(fm, theta, X, y, mask, clip) -> torch.Tensor:
 
 # ------------------------------------------------------------------------------------------ plain MLPs
 # An nn.Sequential of Linear / ReLU / GroupNorm(1, C) / Dropout layers (the Creditcard MLP), run batched over pairs
-# with explicit tensor ops (baddbmm) and ordinary autograd on the stacked parameters: far fewer ops per step than
-# vmap over functional_call. Per-example gradients (DP-SGD) use the activations and the per-row output gradients
-# (as Opacus's hooks do): for one row, a linear layer's weight gradient is the outer product b_i a_iᵀ, so its norm is
-# ‖b_i‖·‖a_i‖ and the clipped sum Σ_i c_i b_i a_iᵀ is one batched product; no per-example tensors.
+# with explicit tensor ops (baddbmm) and a hand-written backward pass: autograd's bookkeeping, the gradient tensors
+# and a separate update pass cost more than the arithmetic at these sizes (30 units, a few rows per pair), so local
+# SGD updates each layer in place (W ← W − η·bᵀa, one baddbmm) as soon as its input gradient has been computed.
+# Per-example gradients (DP-SGD) use the activations a and the per-row output gradients b (as Opacus's hooks do):
+# a linear layer's per-row weight gradient is b_i a_iᵀ, with norm ‖b_i‖·‖a_i‖, and the clipped sum Σ_i c_i b_i a_iᵀ
+# is one batched product; no per-example tensors. Checked against autograd and plain loops in tests.
 
 
 def mlp_layers(module) -> list | None:
@@ -199,71 +214,113 @@ def mlp_layers(module) -> list | None:
 
 
 def _mlp_forward(fm: "FlatModel", params: dict, X: torch.Tensor, masks, keep: bool = False):
-    """Logits (P, n, C) of every pair; with keep, also the per-layer tensors the per-example gradients need."""
-    x, site, saved = X, 0, []
+    """Logits (P, n, K) of every pair; with keep, also the tape the backward pass reads (layer inputs, ReLU
+    outputs, normalized activations and statistics, dropout masks)."""
+    x, site, tape = X, 0, []
     for kind, pre, layer in fm.mlp:
         if kind == "linear":
-            a = x
-            x = torch.baddbmm(params[pre + "bias"][:, None, :], a, params[pre + "weight"].transpose(1, 2))
             if keep:
-                saved.append(("linear", pre, a, x))
+                tape.append(("linear", pre, x))
+            x = torch.baddbmm(params[pre + "bias"][:, None, :], x, params[pre + "weight"].transpose(1, 2))
         elif kind == "relu":
-            x = torch.relu(x)
-        elif kind == "groupnorm":
-            xhat = F.layer_norm(x, x.shape[-1:], eps=layer.eps)  # GroupNorm(1, C) of a (rows, C) input, fused
-            x = torch.addcmul(params[pre + "bias"][:, None, :], xhat, params[pre + "weight"][:, None, :])
+            x = torch.relu(x) if x is X else torch.relu_(x)  # in place on a fresh activation
             if keep:
-                saved.append(("groupnorm", pre, xhat, x))
-        elif kind == "dropout" and masks is not None:
-            x = x * masks[site]
-            site += 1
+                tape.append(("relu", pre, x))
+        elif kind == "groupnorm":  # GroupNorm(1, C) of a (rows, C) input = layer norm over C, then the affine map
+            xhat, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], None, None, layer.eps)
+            if keep:
+                tape.append(("groupnorm", pre, (x, xhat, mean, rstd)))
+            x = torch.addcmul(params[pre + "bias"][:, None, :], xhat, params[pre + "weight"][:, None, :])
         elif kind == "dropout":
+            if masks is not None:
+                x = x * masks[site] if x is X else x.mul_(masks[site])  # (a ReLU output on the tape may be
+                # scaled in place: masks are ≥ 0, so its sign pattern, all the backward pass reads, only changes
+                # where the mask, applied to the gradient first, is 0)
+                if keep:
+                    tape.append(("dropout", pre, masks[site]))
             site += 1
-    return (x, saved) if keep else x
+    return (x, tape) if keep else x
 
 
-def _mlp_row_losses(fm, logits, y):
-    flat = logits.reshape(-1, logits.shape[-1])
-    loss = F.cross_entropy(flat, y.reshape(-1).long(), reduction="none") if fm.loss == "ce" else \
-        F.nll_loss(flat, y.reshape(-1).long(), reduction="none")
-    return loss.reshape(y.shape)
+def _mlp_output_grads(fm, logits, y, weight):
+    """∂(Σ_i weight_i·loss_i)/∂logits (P, n, K); loss ce (softmax cross-entropy) or nll (outputs are log-probs)."""
+    onehot = F.one_hot(y.long(), logits.shape[-1]).to(logits.dtype)
+    d = torch.softmax(logits, dim=-1) - onehot if fm.loss == "ce" else -onehot
+    return d.mul_(weight[..., None])
+
+
+def _mlp_backward(fm, params: dict, tape: list, b: torch.Tensor):
+    """Yields (kind, prefix, a, b) for each parameterized layer from the top down: a = the layer's input (linear)
+    or normalized activations (group norm), b = ∂loss/∂(layer output) per row. A layer's input gradient is computed
+    before it is yielded, so the caller may update that layer's parameters in place."""
+    lowest = min(i for i, (kind, _, _) in enumerate(tape) if kind in ("linear", "groupnorm"))
+    for i in range(len(tape) - 1, lowest - 1, -1):  # nothing below the lowest parameterized layer needs a gradient
+        kind, pre, saved = tape[i]
+        if kind == "dropout":
+            b = b * saved
+        elif kind == "relu":
+            b = torch.ops.aten.threshold_backward(b, saved, 0)
+        elif kind == "groupnorm":
+            x, xhat, mean, rstd = saved
+            dxhat = b * params[pre + "weight"][:, None, :]
+            yield "groupnorm", pre, xhat, b
+            if i == lowest:
+                return
+            b = torch.ops.aten.native_layer_norm_backward(dxhat, x, x.shape[-1:], mean, rstd, None, None,
+                                                          [True, False, False])[0]
+        else:
+            below = None if i == lowest else torch.bmm(b, params[pre + "weight"])
+            yield "linear", pre, saved, b
+            b = below
+
+
+def _mlp_param_grads(kind, a, b):
+    """(weight, bias) gradients of one layer summed over rows, from its tape entry."""
+    if kind == "linear":
+        return torch.bmm(b.transpose(1, 2), a), b.sum(1)
+    return (b * a).sum(1), b.sum(1)
+
+
+def _row_weights(mask, dtype, mean: bool):
+    w = mask.to(dtype)
+    return w / mask.sum(dim=1, keepdim=True).clamp(min=1).to(dtype) if mean else w
 
 
 def _mlp_mean_grads(fm, params: dict, X, y, mask, masks) -> dict:
-    """Each pair's gradient of its masked-mean loss (autograd on the sum over pairs: the pairs do not interact)."""
-    leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-    with torch.enable_grad():
-        rows = _mlp_row_losses(fm, _mlp_forward(fm, leaves, X, masks), y)
-        count = mask.sum(dim=1, keepdim=True).clamp(min=1).to(rows.dtype)
-        total = (torch.where(mask, rows, torch.zeros_like(rows)) / count).sum()
-        grads = torch.autograd.grad(total, list(leaves.values()))
-    return dict(zip(leaves, grads))
+    """Each pair's gradient of its masked-mean loss."""
+    logits, tape = _mlp_forward(fm, params, X, masks, keep=True)
+    out = {}
+    for kind, pre, a, b in _mlp_backward(fm, params, tape, _mlp_output_grads(fm, logits, y, _row_weights(mask, logits.dtype, True))):
+        out[pre + "weight"], out[pre + "bias"] = _mlp_param_grads(kind, a, b)
+    return out
+
+
+def _mlp_sgd_step(fm, params: dict, X, y, mask, masks, lr: float) -> None:
+    """One SGD step on each pair's masked-mean loss, the parameters updated in place layer by layer."""
+    logits, tape = _mlp_forward(fm, params, X, masks, keep=True)
+    for kind, pre, a, b in _mlp_backward(fm, params, tape, _mlp_output_grads(fm, logits, y, _row_weights(mask, logits.dtype, True))):
+        w = params[pre + "weight"]
+        if kind == "linear":
+            w.baddbmm_(b.transpose(1, 2), a, alpha=-lr)
+        else:
+            w.sub_((b * a).sum(1), alpha=lr)
+        params[pre + "bias"].sub_(b.sum(1), alpha=lr)
 
 
 def _mlp_clipped_sum(fm, params: dict, X, y, mask, masks, clip: float) -> dict:
     """Σ_i clip_C(g_i) over each pair's valid rows, g_i the gradient of row i's own loss (all parameters jointly)."""
-    leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-    with torch.enable_grad():
-        logits, saved = _mlp_forward(fm, leaves, X, masks, keep=True)
-        rows = _mlp_row_losses(fm, logits, y)
-        total = torch.where(mask, rows, torch.zeros_like(rows)).sum()
-        outs = torch.autograd.grad(total, [out for *_, out in saved])
-    saved = [(kind, pre, a.detach(), None) for kind, pre, a, _ in saved]
-    sq = torch.zeros(mask.shape, dtype=X.dtype, device=X.device)
-    for (kind, _, a, _), b in zip(saved, outs):
+    logits, tape = _mlp_forward(fm, params, X, masks, keep=True)
+    layers = list(_mlp_backward(fm, params, tape, _mlp_output_grads(fm, logits, y, _row_weights(mask, logits.dtype, False))))
+    sq = torch.zeros(mask.shape, dtype=logits.dtype, device=X.device)
+    for kind, _, a, b in layers:
         if kind == "linear":  # weight b aᵀ and bias b
             sq = sq + (b * b).sum(-1) * ((a * a).sum(-1) + 1.0)
         else:  # group-norm affine: weight b ⊙ x̂, bias b
             sq = sq + (b * b * a * a).sum(-1) + (b * b).sum(-1)
     c = torch.where(mask, clip_factor(torch.sqrt(sq), clip), torch.zeros_like(sq))
     out = {}
-    for (kind, pre, a, _), b in zip(saved, outs):
-        cb = b * c[..., None]
-        if kind == "linear":
-            out[pre + "weight"] = torch.bmm(cb.transpose(1, 2), a)
-        else:
-            out[pre + "weight"] = (cb * a).sum(1)
-        out[pre + "bias"] = cb.sum(1)
+    for kind, pre, a, b in layers:
+        out[pre + "weight"], out[pre + "bias"] = _mlp_param_grads(kind, a, b * c[..., None])
     return out
 
 
@@ -288,16 +345,19 @@ def padded_size(n: int, batch: int) -> int:
 
 def make_buckets(records: list[tuple[np.ndarray, np.ndarray]], batch: int, device, chunk: int | None = None,
                  single: bool = False) -> list[Bucket]:
-    """Group pairs (X_p, y_p) by padded size; each bucket is padded and moved to `device` once. `chunk` caps the
-    pairs of a bucket (memory: a bucket's parameter copies are (pairs, D)). `single`: one bucket padded to the
-    largest pair (silo-level training: a few pairs of similar size, where separate buckets would only multiply the
-    number of sequential steps; a pair with fewer batches idles through the extra ones)."""
+    """Group pairs (X_p, y_p) by padded size; each bucket is padded and moved to `device` once, its pairs ordered by
+    record count, largest first (stable), so that the pairs still holding a batch at any step of an epoch are a
+    prefix of the bucket (`active_pairs`). `chunk` caps the pairs of a bucket (memory: a bucket's parameter copies
+    are (pairs, D)). `single`: one bucket padded to the largest pair (silo-level training: a few pairs of unequal
+    size, where separate buckets would multiply the number of sequential steps; the prefix skips finished pairs)."""
     sizes = np.array([padded_size(len(x), batch) for x, _ in records])
+    counts = np.array([len(x) for x, _ in records])
     if single:
         sizes = np.full(len(sizes), sizes.max())
     out = []
     for size in np.unique(sizes):
         idx = np.flatnonzero(sizes == size)
+        idx = idx[np.argsort(-counts[idx], kind="stable")]
         for start in range(0, len(idx), chunk or len(idx)):
             part = idx[start: start + (chunk or len(idx))]
             x0, y0 = records[part[0]]
@@ -325,36 +385,53 @@ def _gather(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 # ------------------------------------------------------------------------------------------ training
 
 
+def active_pairs(bucket: Bucket, batch: int) -> list[int]:
+    """For each step j of an epoch, how many pairs still hold a batch (those with more than j·B records; at least
+    one step for every pair): a prefix of the bucket, its pairs being ordered by count, largest first."""
+    counts = bucket.counts.cpu().numpy()
+    steps = max(1, math.ceil(bucket.mask.shape[1] / batch))
+    return [len(counts)] + [int((counts > j * batch).sum()) for j in range(1, steps)]
+
+
+def _epoch_batches(bucket: Bucket, batch: int, gen: torch.Generator, shuffle: bool, active: list[int]):
+    """The (k, X, y, mask) minibatches of one epoch: a fresh shuffle of each pair's valid rows (padding last), cut
+    into batches of B; step j involves only the first k = active[j] pairs (the others have no records left). Without
+    `shuffle` (a bucket of one batch per epoch and a loss that is a mean of per-row terms, where the order of the
+    rows changes nothing) no keys are drawn."""
+    if not shuffle:
+        yield len(bucket.counts), bucket.X, bucket.y, bucket.mask
+        return
+    keys = torch.rand(bucket.mask.shape, generator=gen, device=bucket.X.device)
+    order = torch.argsort(torch.where(bucket.mask, keys, torch.full_like(keys, 2.0)), dim=1)
+    for j, k in enumerate(active):
+        idx = order[:k, j * batch: (j + 1) * batch]
+        yield k, _gather(bucket.X[:k], idx), _gather(bucket.y[:k], idx), _gather(bucket.mask[:k], idx)
+
+
 def local_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, batch: int, lr: float,
               gen: torch.Generator) -> torch.Tensor:
-    """Q epochs of shuffled minibatch SGD for every pair of the bucket, from θ (Pb, D); returns the trained θ."""
+    """Q epochs of shuffled minibatch SGD for every pair of the bucket, from θ (Pb, D); returns the trained θ.
+    Randomness per epoch: the shuffle keys (unless the bucket is one batch of an uncoupled loss), then per step
+    the dropout masks of the pairs still active."""
     fm.module.eval()
-    n_pad = bucket.mask.shape[1]
-    steps = max(1, math.ceil(n_pad / batch))
+    shuffle = bucket.mask.shape[1] > batch or fm.coupled
+    active = active_pairs(bucket, batch)
     if fm.linear:
         theta = theta.clone()
         for _ in range(epochs):
-            keys = torch.rand(bucket.mask.shape, generator=gen, device=theta.device)
-            order = torch.argsort(torch.where(bucket.mask, keys, torch.full_like(keys, 2.0)), dim=1)
-            for j in range(steps):
-                idx = order[:, j * batch: (j + 1) * batch]
-                g = _linear_mean_grads(fm, theta, _gather(bucket.X, idx), _gather(bucket.y, idx), _gather(bucket.mask, idx))
-                theta.sub_(g, alpha=lr)
+            for k, Xb, yb, m in _epoch_batches(bucket, batch, gen, shuffle, active):
+                theta[:k].sub_(_linear_mean_grads(fm, theta[:k], Xb, yb, m), alpha=lr)
         return theta
     params = fm.split(theta)  # a dict of per-pair tensors, updated in place (no flat copies per step)
     for _ in range(epochs):
-        keys = torch.rand(bucket.mask.shape, generator=gen, device=theta.device)
-        order = torch.argsort(torch.where(bucket.mask, keys, torch.full_like(keys, 2.0)), dim=1)
-        for j in range(steps):
-            idx = order[:, j * batch: (j + 1) * batch]
-            m = _gather(bucket.mask, idx)
-            masks = fm.draw_masks(idx.shape, gen, theta.device)
-            Xb, yb = _gather(bucket.X, idx), _gather(bucket.y, idx)
+        for k, Xb, yb, m in _epoch_batches(bucket, batch, gen, shuffle, active):
+            part = {name: value[:k] for name, value in params.items()}  # views of the active prefix
+            masks = fm.draw_masks(m.shape, gen, theta.device)
             if fm.mlp is not None:
-                g = _mlp_mean_grads(fm, params, Xb, yb, m, masks)
-            else:
-                g = _per_pair(grad(fm.batch_loss_params), masks)(params, Xb, yb, m, masks)
-            for name, value in params.items():
+                _mlp_sgd_step(fm, part, Xb, yb, m, masks, lr)
+                continue
+            g = _per_pair(grad(fm.batch_loss_params), masks)(part, Xb, yb, m, masks)
+            for name, value in part.items():
                 value.sub_(g[name], alpha=lr)
     return fm.join(params)
 
@@ -396,29 +473,37 @@ def dp_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, b
     per-example gradient at C, adds N(0, σ²C²) to the sum and divides by the expected batch size ⌊N·q⌋."""
     fm.module.eval()
     counts = bucket.counts.to(theta.dtype)
-    steps_per_epoch = torch.ceil(counts / batch).clamp(min=1)
-    q = 1.0 / steps_per_epoch
-    expected = torch.floor(counts * q).clamp(min=1)
-    theta = theta.clone()
+    q = 1.0 / torch.ceil(counts / batch).clamp(min=1)
+    expected = torch.floor(counts * q).clamp(min=1)[:, None]
+    mlp = fm.mlp is not None
+    if mlp:
+        params = fm.split(theta)  # per-parameter tensors updated in place (no flat copies per step)
+    else:
+        theta = theta.clone()
+
     def per_pair(t, x, yy, m, mk):
         return _per_pair(lambda *a: per_example_grads(fm, *a), mk)(t, x, yy, m, mk)
     for _ in range(epochs):
-        for j in range(int(steps_per_epoch.max())):
-            active = j < steps_per_epoch  # pairs with fewer steps per epoch are done
-            take = (torch.rand(bucket.mask.shape, generator=gen, device=theta.device) < q[:, None]) & bucket.mask
+        for k in active_pairs(bucket, batch):  # pairs with fewer steps per epoch are done: a prefix stays
+            take = (torch.rand((k, bucket.mask.shape[1]), generator=gen, device=theta.device) < q[:k, None]) \
+                & bucket.mask[:k]
             width = max(1, int(take.sum(1).max()))
             idx = torch.argsort((~take).to(torch.int8), dim=1, stable=True)[:, :width]  # sampled rows first
             m = _gather(take, idx)
-            Xb, yb = _gather(bucket.X, idx), _gather(bucket.y, idx)
+            Xb, yb = _gather(bucket.X[:k], idx), _gather(bucket.y[:k], idx)
             if fm.linear:
-                summed = _linear_clipped_sum(fm, theta, Xb, yb, m, clip)
-            elif fm.mlp is not None:
-                summed = fm.join(_mlp_clipped_sum(fm, fm.split(theta), Xb, yb, m,
-                                                  fm.draw_masks(idx.shape, gen, theta.device), clip))
+                summed = _linear_clipped_sum(fm, theta[:k], Xb, yb, m, clip)
+            elif mlp:
+                summed = _mlp_clipped_sum(fm, {n: v[:k] for n, v in params.items()}, Xb, yb, m,
+                                          fm.draw_masks(idx.shape, gen, theta.device), clip)
             else:
-                g = per_pair(theta, Xb, yb, m, fm.draw_masks(idx.shape, gen, theta.device))  # (Pb, width, D)
+                g = per_pair(theta[:k], Xb, yb, m, fm.draw_masks(idx.shape, gen, theta.device))  # (k, width, D)
                 summed = clip_updates(g, clip)[0].sum(1)
-            noise = torch.randn(summed.shape, generator=gen, device=theta.device, dtype=theta.dtype)
-            update = (summed + sigma * clip * noise) / expected[:, None]
-            theta = torch.where(active[:, None], theta - lr * update, theta)
-    return theta
+            noise = torch.randn((k, fm.dim), generator=gen, device=theta.device, dtype=theta.dtype)
+            if not mlp:
+                theta[:k].sub_((summed + sigma * clip * noise) / expected[:k], alpha=lr)
+                continue
+            for name, z in fm.views(noise).items():
+                params[name][:k].sub_((summed[name] + sigma * clip * z) / expected[:k].reshape(-1, *[1] * (z.dim() - 1)),
+                                      alpha=lr)
+    return fm.join(params) if mlp else theta

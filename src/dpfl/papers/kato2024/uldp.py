@@ -124,7 +124,7 @@ def round_fn(method, hyper: dict, fed: Federation, fm: FlatModel, *, sigma: floa
             if fam == "sgd":
                 d = authors_sgd_grads(fm, start, b, batch, gen) if sgd_gradient == "authors" else mean_grads(fm, start, b, gen)
             else:
-                d = local(start, b) - start
+                d = local(start, b).sub_(start)
             total += weighted_clipped_sum(d, weights[b.pairs], run_of[b.pairs], R, clip)
         total = total + silo_noise(R, S, theta.shape[1], sigma * clip / math.sqrt(S), gen, theta)
         scale = eta_g / (U * S * (q if method.sampled else 1.0))
