@@ -23,7 +23,8 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from dpfl.fl.local import FlatModel, dp_sgd, keep_mask, local_sgd, make_buckets, mean_grads, per_example_grads
+from dpfl.fl.local import (FlatModel, dp_sgd, keep_mask, local_sgd, make_buckets, mean_grads, per_example_grads,
+                           poisson_rows)
 from dpfl.models.metrics import cox_partial_likelihood
 from dpfl.models.nets import LinearScore, build_model
 from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
@@ -212,6 +213,17 @@ def draw_shuffles(gen, pairs, counts, n_pad, epochs, tape, batch, kind):
             tape[p].append(torch.argsort(keys[i, : counts[p]]))
 
 
+def replay_poisson(gen, counts, qs):
+    """The engine's Poisson draw (dpfl.fl.local.poisson_rows, tested on its own below) as per-record flags."""
+    idx, valid = poisson_rows(torch.as_tensor(counts), torch.as_tensor(qs, dtype=DT), gen)
+    takes = []
+    for i, n in enumerate(counts):
+        t = torch.zeros(n, dtype=torch.bool)
+        t[idx[i][valid[i]]] = True
+        takes.append(t)
+    return takes
+
+
 def draw_dp(gen, pairs, counts, n_pad, epochs, batch, dim, tape):
     """The engine's DP-SGD draws: per step, the Poisson flags then the noise of the pairs that still have a step
     (a prefix of the bucket's pairs, which are ordered by count, largest first)."""
@@ -220,10 +232,10 @@ def draw_dp(gen, pairs, counts, n_pad, epochs, batch, dim, tape):
         for j in range(max(steps.values())):
             live = [p for p in pairs if j < steps[p]]
             assert live == pairs[: len(live)]
-            u = torch.rand((len(live), n_pad), generator=gen).to(DT)
+            takes = replay_poisson(gen, [counts[p] for p in live], [1.0 / steps[p] for p in live])
             z = torch.randn((len(live), dim), generator=gen, dtype=DT)
             for i, p in enumerate(live):
-                tape[p].append((u[i, : counts[p]] < 1.0 / steps[p], z[i]))
+                tape[p].append((takes[i], z[i]))
 
 
 # ------------------------------------------------------------------------------------------ 1. per-pair kernels
@@ -348,8 +360,7 @@ def test_dropout_masks_come_from_the_generator_in_order():
         n_steps = max(1, math.ceil(records[pairs[0]][0].shape[0] / batch))
         cur = {p: module_at(template, theta[p]) for p in pairs}
         for _ in range(epochs * n_steps):
-            u = torch.rand((len(pairs), n_pad), generator=ref).to(DT)
-            takes = [u[i, : len(records[p][0])] < 1.0 / n_steps for i, p in enumerate(pairs)]
+            takes = replay_poisson(ref, [len(records[p][0]) for p in pairs], [1.0 / n_steps] * len(pairs))
             width = max(1, max(int(t.sum()) for t in takes))
             masks = drop_mask((len(pairs), width), ref)
             z = torch.randn((len(pairs), fm.dim), generator=ref, dtype=DT)
@@ -433,6 +444,34 @@ def test_batched_mlp_path_equals_the_generic_vmap_path(loss):
         for got, want in zip(runs["fast"], runs["slow"]):
             assert torch.allclose(got, want, atol=1e-10, rtol=1e-9)
         assert not torch.allclose(runs["fast"][0], t)
+
+
+def test_poisson_rows_include_each_record_independently_with_probability_q():
+    """The geometric-gap sampler: every position (early or late) is included at rate q_p, inclusions of two
+    positions are uncorrelated, sample sizes are Binomial(N, q); q = 1 takes every record, N = 0 none; and a
+    sample larger than the first draw's width (q near 1 over many records) is completed by further draws."""
+    P = 20000
+    counts = torch.tensor([7, 300, 1, 0, 50] * (P // 5))
+    q = torch.tensor([0.3, 1 / 50, 1.0, 0.5, 1.0] * (P // 5), dtype=DT)
+    idx, valid = poisson_rows(counts, q, torch.Generator().manual_seed(0))
+    flags = torch.zeros((P, 300))
+    flags[torch.arange(P)[:, None].expand_as(idx)[valid], idx[valid]] = 1.0
+    for c, qq, j in ((7, 0.3, 0), (300, 1 / 50, 1)):
+        f = flags[j::5, :c]
+        rate = f.mean(0)
+        se = math.sqrt(qq * (1 - qq) / f.shape[0])
+        assert float((rate - qq).abs().max()) < 5 * se, (c, rate)
+        size = f.sum(1)
+        assert float(size.var()) == pytest.approx(c * qq * (1 - qq), rel=0.1)
+        cov = ((f[:, 0] - qq) * (f[:, c - 1] - qq)).mean()
+        assert abs(float(cov)) < 5 * qq * (1 - qq) / math.sqrt(f.shape[0])
+        assert torch.all(f[:, c:] == 0)
+    assert torch.all(flags[2::5, 0] == 1) and torch.all(flags[2::5, 1:] == 0)  # q = 1, N = 1
+    assert torch.all(flags[3::5] == 0)  # N = 0
+    assert torch.all(flags[4::5, :50] == 1)  # q = 1 over 50 records
+    assert torch.all(idx[~valid] == 0)
+    many, ok = poisson_rows(torch.tensor([5000]), torch.tensor([0.999], dtype=DT), torch.Generator().manual_seed(1))
+    assert int(ok.sum()) > 4950 and torch.all(many[0, 1:][ok[0, 1:]] > many[0, :-1][ok[0, 1:]])
 
 
 def test_fair_coin_dropout_masks_are_unbiased_and_independent():
