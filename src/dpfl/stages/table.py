@@ -46,7 +46,7 @@ def run_table(paper: str, figure: str, job: dict, csv_path: str, meta_path: str,
         "settings": job.get("paper_settings", {}),
         "config_hash": config_hash({"paper": paper, "figure": figure, **job}),
         "compute_seconds": round(seconds, 3),
-        "cells_training_seconds": round(training, 1),  # the round loops of the cells that time them (kato2024)
+        "cells_training_seconds": round(training, 3),  # the round loops of the cells that time them (kato2024)
         "rows": len(df),
         "versions": versions(),
         "device": _devices(df),
