@@ -79,10 +79,9 @@ def evaluate(fm, theta, X_test, y_test, metric: str, eval_batch: int) -> list[di
             out = fm.forward(theta[r], X)
             mask = torch.ones(len(X), dtype=torch.bool, device=X.device)
             loss = float(fm.batch_loss_from_outputs(out, y, mask))
-            batch_sum = 0.0
-            for a in range(0, len(X), eval_batch):
-                sl = slice(a, a + eval_batch)
-                batch_sum += float(fm.batch_loss_from_outputs(out[sl], y[sl], mask[sl]))
+            batch_sum = float(torch.stack([fm.batch_loss_from_outputs(out[a: a + eval_batch], y[a: a + eval_batch],
+                                                                      mask[a: a + eval_batch])
+                                           for a in range(0, len(X), eval_batch)]).sum())  # one device sync
             rows.append({"utility": utility(metric, out.cpu().numpy(), y.cpu().numpy()), "test_loss": loss,
                          "test_loss_batch_sum": batch_sum})
     return rows

@@ -4,6 +4,7 @@ allocation of every seed."""
 
 from __future__ import annotations
 
+from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS
 from dpfl.papers.kato2024.methods import BY_ID
 
 
@@ -52,9 +53,8 @@ def reused_cells(params: dict) -> dict[str, str]:
 
 
 #: the distributions of spec §2 each dataset's allocation family supports
-DISTRIBUTIONS = {"creditcard": ("uniform", "zipf", "zipf-iid", "zipf-noniid"),
-                 "mnist": ("uniform", "zipf", "zipf-iid", "zipf-noniid"),
-                 "heart_disease": ("uniform", "zipf"), "tcga_brca": ("uniform", "zipf")}
+DISTRIBUTIONS = {"creditcard": RECORD_KINDS, "mnist": RECORD_KINDS, "heart_disease": FLAMBY_KINDS,
+                 "tcga_brca": FLAMBY_KINDS}
 
 
 def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:

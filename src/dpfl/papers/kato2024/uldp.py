@@ -105,7 +105,7 @@ def round_fn(method, hyper: dict, fed: Federation, fm: FlatModel, *, sigma: floa
             delta = torch.zeros_like(theta)
             for b in fed.buckets:
                 start = theta[run_of[b.pairs]]
-                d = local(start, b) - start
+                d = local(start, b).sub_(start)
                 if fam == "naive":
                     d, _ = clip_updates(d, clip)
                     d = d + sigma * clip * math.sqrt(S) * torch.randn(d.shape, generator=gen, device=dev, dtype=d.dtype)
