@@ -23,7 +23,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from dpfl.fl.local import (FlatModel, dp_sgd, keep_mask, local_sgd, make_buckets, mean_grads, per_example_grads,
+from dpfl.fl.local import (FlatModel, clipped_mean_grad_sums, dp_sgd, keep_mask, local_sgd, make_buckets, mean_grads, per_example_grads,
                            poisson_rows)
 from dpfl.models.metrics import cox_partial_likelihood
 from dpfl.models.nets import LinearScore, build_model
@@ -444,6 +444,38 @@ def test_batched_mlp_path_equals_the_generic_vmap_path(loss):
         for got, want in zip(runs["fast"], runs["slow"]):
             assert torch.allclose(got, want, atol=1e-10, rtol=1e-9)
         assert not torch.allclose(runs["fast"][0], t)
+
+
+@pytest.mark.parametrize("model", ["mlp", "linear"])
+def test_clipped_mean_grad_sums_equal_clipping_the_per_pair_gradients(model):
+    """ULDP-SGD's aggregate without per-pair gradients (shared-model passes over each run's rows, Gram-form norms
+    for small pairs, the product itself for pairs of more than 32 rows) equals clipping and summing the per-pair
+    mean gradients, with the same dropout draws: runs with unequal numbers of pairs, pairs inside and outside the
+    clip ball, a pair whose gradient is NaN (it sends nothing), and the fallback for models off the MLP path."""
+    sizes = [1, 1, 2, 3, 5, 9, 16, 33, 40, 1, 6, 70]  # pairs 4 and 10 share a bucket
+    n_runs = 3
+    run_of_pair = torch.tensor([0, 1, 2, 0, 0, 1, 2, 0, 1, 0, 0, 2])
+    if model == "mlp":
+        fm = FlatModel(_seeded(TinySeqMLP, 7), "ce")
+        assert fm.mlp is not None
+        records = [make_xy("ce", n, 3, np.random.default_rng(n)) for n in sizes]
+    else:
+        fm = FlatModel(MODELS["bce"][0](), "bce")
+        records = [make_xy("bce", n, 13, np.random.default_rng(n)) for n in sizes]
+    records[4][0][2, 0] = np.nan  # pair 4: a NaN feature, so a NaN gradient
+    g = torch.Generator().manual_seed(0)
+    theta = fm.initial()[None] + 0.5 * torch.randn((n_runs, fm.dim), generator=g, dtype=DT)
+    weights = torch.rand(len(sizes), generator=g, dtype=DT)
+    for clip in (0.05, 100.0):  # most pairs clipped / none
+        for b in to64(make_buckets(records, 8, "cpu")):
+            run_of, w = run_of_pair[b.pairs], weights[b.pairs]
+            want = weighted_clipped_sum(mean_grads(fm, theta[run_of], b, torch.Generator().manual_seed(1)), w, run_of,
+                                        n_runs, clip)
+            for chunk_rows in (2048, 1):  # one chunk, and one pair per run at a time
+                got = clipped_mean_grad_sums(fm, theta, b, run_of, w, clip, torch.Generator().manual_seed(1),
+                                             chunk_rows=chunk_rows)
+                assert torch.isfinite(got).all()
+                assert torch.allclose(got, want, atol=1e-12, rtol=1e-9), (clip, b.X.shape, chunk_rows)
 
 
 def test_poisson_rows_include_each_record_independently_with_probability_q():

@@ -23,7 +23,7 @@ from dpfl.io import resolve
 from dpfl.jobs import CellJob
 from dpfl.papers import FIGURES
 import torch
-torch.set_num_threads(1)
+torch.set_num_threads(int(sys.argv[3]))
 job, inputs = CellJob(**json.loads(sys.argv[1])), json.loads(sys.argv[2])
 run = resolve(FIGURES[(job.paper, job.figure)].cell)  # imports outside the timed region
 t = time.perf_counter()
@@ -34,8 +34,8 @@ print(json.dumps({"seconds": time.perf_counter() - t, "loop_per_unit": loop,
 """
 
 
-def _run_child(job, inputs: dict, env: dict) -> dict:
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(job.as_dict()), json.dumps(inputs)],
+def _run_child(job, inputs: dict, env: dict, threads: int = 1) -> dict:
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(job.as_dict()), json.dumps(inputs), str(threads)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     out, err = proc.communicate()
     if proc.returncode != 0:
@@ -44,7 +44,9 @@ def _run_child(job, inputs: dict, env: dict) -> dict:
 
 
 def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, cores: int = 2,
-          cells: list[str] | None = None) -> None:
+          cells: list[str] | None = None, threads: int = 1) -> None:
+    """`threads`: torch threads per cell (1: as Snakemake runs the cells, one per core; `cores`: one cell using
+    the whole machine)."""
     from dpfl import jobs, paths
     from dpfl.config import load
     from dpfl.papers import FIGURES
@@ -53,7 +55,7 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
     figs = figures or sorted(cfg.papers[paper]["figures"])
     env = {**os.environ, "PYTHONPATH": str(root / "src")}
     print(f"{paper}: paper-scale settings, a reduced run of each cell ({trials} unit(s) of work), each in its own "
-          f"process with one thread")
+          f"process with {threads} thread(s)")
     for figure in figs:
         if FIGURES[(paper, figure)].cell is None:
             print(f"{figure}: analytic (no training); skipped")
@@ -75,7 +77,7 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
                 continue
             job = jobs.build_cell_job(cfg, paper, figure, cell, "none")
             job = dataclasses.replace(job, params=lay.bench_params(job.params, trials))
-            r = _run_child(job, inputs, env)
+            r = _run_child(job, inputs, env, threads)
             # a cell that times its own loop (kato2024: seconds per round) is projected as setup + loop × units;
             # otherwise as total per unit × units
             per_unit = r["loop_per_unit"] if r.get("loop_per_unit") else r["seconds"] / trials
@@ -90,7 +92,8 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
         per_cell = [full_units * s + setup for _, s, _, setup in rows]
         serial = sum(per_cell)
         # Snakemake runs cells in parallel; the figure takes at least its slowest cell
-        parallel = max(serial / cores, max(per_cell))
+        parallel = max(serial / max(1, cores // threads), max(per_cell))
         print(f"  {figure}: {sum(s for _, s, _, _ in rows):.1f} s per {unit} over {len(rows)} cells; projected at "
-              f"{full_units} {unit}s: {serial / 60:.1f} min on 1 core, ≈{parallel / 60:.1f} min on {cores} cores; "
+              f"{full_units} {unit}s: {serial / 60:.1f} min one cell at a time ({threads} thread(s) each), "
+              f"≈{parallel / 60:.1f} min on {cores} cores; "
               f"peak {max(m for _, _, m, _ in rows):.0f} MiB per job")

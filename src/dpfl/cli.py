@@ -64,7 +64,8 @@ def cmd_epsilon(args) -> int:
 def cmd_bench(args) -> int:
     from dpfl.bench import bench
 
-    bench(args.paper, args.figures, _project_root(), trials=args.trials, cores=args.cores, cells=args.cells)
+    bench(args.paper, args.figures, _project_root(), trials=args.trials, cores=args.cores, cells=args.cells,
+          threads=args.threads)
     return 0
 
 
@@ -113,6 +114,8 @@ def main(argv=None) -> int:
                    help="units of work to time per cell (lowy2023: trials; kato2024: rounds, all seeds batched)")
     p.add_argument("--cells", nargs="*", help="only these cells (default: every cell of each figure)")
     p.add_argument("--cores", type=int, default=2, help="cores for the projected parallel time")
+    p.add_argument("--threads", type=_bounded(int, "threads", low=1), default=1,
+                   help="torch threads per cell (default 1, as the pipeline runs one cell per core)")
     p.set_defaults(func=cmd_bench)
     args = parser.parse_args(argv)
     from dpfl.config import ConfigError

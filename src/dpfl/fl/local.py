@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from dpfl.fl.aggregate import clip_factor, clip_updates
+from dpfl.fl.aggregate import clip_factor, clip_updates, weighted_clipped_sum
 from dpfl.models.metrics import cox_partial_likelihood
 
 LOSSES = ("ce", "nll", "bce", "cox")
@@ -230,7 +230,11 @@ def _mlp_forward(fm: "FlatModel", params: dict, X: torch.Tensor, masks, keep: bo
             if keep:
                 tape.append(("relu", pre, x))
         elif kind == "groupnorm":  # GroupNorm(1, C) of a (rows, C) input = layer norm over C, then the affine map
-            xhat, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], None, None, layer.eps)
+            # two-pass statistics by hand: ~40% faster than native_layer_norm on (pairs, rows, 30) inputs
+            mean = x.mean(-1, keepdim=True)
+            xhat = x - mean
+            rstd = (xhat * xhat).mean(-1, keepdim=True).add_(layer.eps).rsqrt_()
+            xhat.mul_(rstd)
             if keep:
                 tape.append(("groupnorm", pre, (x, xhat, mean, rstd)))
             x = torch.addcmul(params[pre + "bias"][:, None, :], xhat, params[pre + "weight"][:, None, :])
@@ -382,7 +386,11 @@ def _per_pair(fn, masks):
 
 
 def _gather(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    return torch.gather(t, 1, idx.reshape(*idx.shape, *([1] * (t.dim() - 2))).expand(*idx.shape, *t.shape[2:]))
+    """t[p, idx[p, j]] for t (k, N, ...) and idx (k, w): whole rows by one index_select over the flattened pairs
+    (~5× faster than torch.gather with an index expanded to every feature)."""
+    k, n = t.shape[:2]
+    flat = (idx + torch.arange(k, device=idx.device)[:, None] * n).reshape(-1)
+    return t.reshape(k * n, *t.shape[2:]).index_select(0, flat).reshape(*idx.shape, *t.shape[2:])
 
 
 # ------------------------------------------------------------------------------------------ training
@@ -450,6 +458,109 @@ def mean_grads(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, gen: torch.Ge
     if fm.mlp is not None:
         return fm.join(_mlp_mean_grads(fm, fm.split(theta), bucket.X, bucket.y, bucket.mask, masks))
     return _per_pair(grad(fm.batch_loss), masks)(theta, bucket.X, bucket.y, bucket.mask, masks)
+
+
+def clipped_mean_grad_sums(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, run_of: torch.Tensor,
+                           weights: torch.Tensor, clip: float, gen: torch.Generator | None = None,
+                           chunk_rows: int = 2048) -> torch.Tensor:
+    """Σ_p w_p·clip_C(g_p) per run (R, D), g_p = pair p's gradient of its mean loss at its run's model θ[run_p]
+    (θ: (R, D); run_of, weights: per pair of the bucket). Equals `weighted_clipped_sum(mean_grads(θ[run_of], …))`
+    with the same draws (pairs whose gradient is not finite send nothing). Sequential MLPs (ULDP-SGD on Creditcard)
+    take a path that never forms the per-pair gradients: the pairs of one run share their model, so the forward and
+    backward passes are products over all of a run's rows; a pair's squared gradient norm comes from its rows'
+    activations a and output gradients b (linear weight ‖Σ_i b_i a_iᵀ‖² = Σ_ij (a_i·a_j)(b_i·b_j) for small pairs,
+    Ghost-clipping style, the product itself for large ones), and the clipped sum Σ_p c_p Σ_{i∈p} b_i a_iᵀ is one
+    product over the run's rows scaled by their pair's coefficient."""
+    R = theta.shape[0]
+    if fm.mlp is None:
+        return weighted_clipped_sum(mean_grads(fm, theta[run_of], bucket, gen), weights, run_of, R, clip)
+    fm.module.eval()
+    Pb, n = bucket.mask.shape
+    masks = fm.draw_masks(bucket.mask.shape, gen, theta.device) if gen is not None else None  # as mean_grads draws
+    # layout (R, slots, n): each run's pairs side by side, padded with empty slots
+    runs_np = run_of.cpu().numpy()
+    per_run = np.bincount(runs_np, minlength=R)
+    slots = max(1, int(per_run.max()))
+    pos = np.zeros(Pb, dtype=np.int64)
+    for r in range(R):
+        pos[runs_np == r] = np.arange(per_run[r])
+    flat = torch.as_tensor(runs_np * slots + pos, device=theta.device)
+
+    def lay(t, fill=0):  # (Pb, n, ...) -> (R, slots, n, ...)
+        out = torch.full((R * slots, *t.shape[1:]), fill, dtype=t.dtype, device=t.device)
+        out[flat] = t
+        return out.reshape(R, slots, *t.shape[1:])
+
+    dt = theta.dtype
+    w = torch.zeros(R * slots, dtype=dt, device=theta.device)
+    w[flat] = weights.to(dt)
+    w = w.reshape(R, slots)
+    X, y, mask = lay(bucket.X), lay(bucket.y), lay(bucket.mask, False)
+    row_w = lay(bucket.mask.to(dt) / bucket.counts.clamp(min=1).to(dt)[:, None])  # the mean over the pair's rows
+    masks = None if masks is None else [lay(m) for m in masks]
+    params = fm.split(theta)
+    total = torch.zeros_like(theta)
+    step = max(1, chunk_rows // n)  # slots per chunk: ~chunk_rows rows per run, activations that stay in the cache
+    for s0 in range(0, slots, step):
+        c = min(step, slots - s0)
+
+        def rows(t):  # (R, slots, n, ...) -> this chunk's (R, c·n, ...)
+            return t[:, s0: s0 + c].reshape(R, c * n, *t.shape[3:])
+
+        total += _clipped_chunk(fm, params, rows(X), rows(y), rows(row_w),
+                                None if masks is None else [rows(m) for m in masks], w[:, s0: s0 + c], n, clip)
+    return total
+
+
+def _clipped_chunk(fm, params, X, y, row_w, masks, w, n: int, clip: float) -> torch.Tensor:
+    """`clipped_mean_grad_sums` on c slots of n rows per run: X (R, c·n, F), w (R, c) -> (R, D)."""
+    R, c = w.shape
+    logits, tape = _mlp_forward(fm, params, X, masks, keep=True)
+    dt = logits.dtype
+    layers = list(_mlp_backward(fm, params, tape, _mlp_output_grads(fm, logits, y, row_w)))
+
+    def per_pair(t):  # (R, c·n, d) -> (R·c, n, d)
+        return t.reshape(R * c, n, t.shape[-1])
+
+    sq = torch.zeros(R * c, dtype=dt, device=X.device)
+    for kind, _, a, b in layers:
+        a, b = per_pair(a), per_pair(b)
+        if kind == "linear":
+            if n == 1:
+                sq += (a * a).sum((1, 2)) * (b * b).sum((1, 2))
+            elif n <= 32:  # Gram form: n² per pair instead of d_a·d_b
+                sq += (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(b, b.transpose(1, 2))).sum((1, 2))
+            else:
+                sq += torch.bmm(b.transpose(1, 2), a).square().sum((1, 2))
+        else:  # group-norm affine: weight Σ_i b_i ⊙ x̂_i
+            sq += (b * a).sum(1).square().sum(1)
+        sq += b.sum(1).square().sum(1)  # bias Σ_i b_i
+    norms = torch.sqrt(sq)
+    finite = torch.isfinite(norms)
+    coef = torch.where(finite, w.reshape(-1) * clip_factor(norms, clip), torch.zeros_like(norms))
+    row_coef = coef.repeat_interleave(n).reshape(R, c * n, 1)
+    ok = bool(finite.all())
+    out = {}
+    for kind, pre, a, b in layers:
+        if not ok:  # rows of a pair with a non-finite gradient send nothing (0·NaN would still be NaN)
+            zero = torch.zeros((), dtype=dt, device=X.device)
+            a, b = torch.where(row_coef != 0, a, zero), torch.where(row_coef != 0, b, zero)
+        out[pre + "weight"], out[pre + "bias"] = _mlp_param_grads(kind, a, b * row_coef)
+    return fm.join(out)
+
+
+def run_outputs(fm: FlatModel, theta: torch.Tensor, X: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
+    """The model outputs of every run on its own inputs, without dropout: θ (R, D), X (R, n, ...) -> (R, n, ...),
+    batched over runs (evaluation on equal-sized test sets), `chunk` rows at a time (activations that stay in the
+    cache: 1.6× faster than whole test sets on the Creditcard MLP)."""
+    fm.module.eval()
+    with torch.no_grad():
+        if fm.linear:
+            return _linear_scores(theta, X)
+        params = fm.views(theta) if fm.mlp is not None else None
+        parts = [_mlp_forward(fm, params, X[:, a: a + chunk], None) if params is not None
+                 else vmap(fm.forward)(theta, X[:, a: a + chunk]) for a in range(0, X.shape[1], chunk)]
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
 
 
 def per_example_grads(fm: FlatModel, theta: torch.Tensor, X, y, mask, masks=None) -> torch.Tensor:

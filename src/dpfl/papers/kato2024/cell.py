@@ -68,20 +68,32 @@ def utility(metric: str, out: np.ndarray, y: np.ndarray) -> float:
 
 def evaluate(fm, theta, X_test, y_test, metric: str, eval_batch: int) -> list[dict]:
     """Per run: utility, mean test loss, and the sum of per-batch mean losses at batch `eval_batch` (the paper's
-    "test loss", K2). Evaluation mode (no dropout)."""
+    "test loss", K2). Evaluation mode (no dropout). Equal-sized test sets (every dataset here: the pooled FLamby
+    test sets, the seeds' stratified splits) are evaluated in one pass batched over runs."""
     import torch
 
-    fm.module.eval()
+    from dpfl.fl.local import run_outputs
+
+    same = len({len(x) for x in X_test}) == 1
+    outs = run_outputs(fm, theta, torch.stack(X_test)) if same else None
     rows = []
     with torch.no_grad():
         for r in range(theta.shape[0]):
             X, y = X_test[r], y_test[r]
-            out = fm.forward(theta[r], X)
-            mask = torch.ones(len(X), dtype=torch.bool, device=X.device)
-            loss = float(fm.batch_loss_from_outputs(out, y, mask))
-            batch_sum = float(torch.stack([fm.batch_loss_from_outputs(out[a: a + eval_batch], y[a: a + eval_batch],
-                                                                      mask[a: a + eval_batch])
-                                           for a in range(0, len(X), eval_batch)]).sum())  # one device sync
+            out = outs[r] if same else run_outputs(fm, theta[r: r + 1], X[None])[0]
+            n = len(X)
+            if fm.coupled:  # Cox: a batch's rows share one loss
+                mask = torch.ones(n, dtype=torch.bool, device=X.device)
+                losses = [fm.batch_loss_from_outputs(out[a: a + eval_batch], y[a: a + eval_batch], mask[a: a + eval_batch])
+                          for a in range(0, n, eval_batch)]
+                loss, batch_sum = float(fm.batch_loss_from_outputs(out, y, mask)), float(torch.stack(losses).sum())
+            else:  # per-row losses once; the batch means are means over consecutive blocks
+                per_row = fm.row_losses(out, y)
+                full = n // eval_batch * eval_batch
+                parts = per_row[:full].reshape(-1, eval_batch).mean(dim=1).sum()
+                if full < n:
+                    parts = parts + per_row[full:].mean()
+                loss, batch_sum = float(per_row.mean()), float(parts)
             rows.append({"utility": utility(metric, out.cpu().numpy(), y.cpu().numpy()), "test_loss": loss,
                          "test_loss_batch_sum": batch_sum})
     return rows

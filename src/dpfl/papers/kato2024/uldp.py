@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from dpfl.fl.aggregate import clip_updates, pair_weights, weighted_clipped_sum
-from dpfl.fl.local import Bucket, FlatModel, dp_sgd, local_sgd, make_buckets, mean_grads
+from dpfl.fl.local import (Bucket, FlatModel, clipped_mean_grad_sums, dp_sgd, local_sgd, make_buckets,
+                           mean_grads)
 
 
 @dataclass
@@ -120,11 +121,11 @@ def round_fn(method, hyper: dict, fed: Federation, fm: FlatModel, *, sigma: floa
                 if not bool(keep.any()):
                     continue
                 b = _subset(b, keep)
+            if fam == "sgd" and sgd_gradient == "mean":
+                total += clipped_mean_grad_sums(fm, theta, b, run_of[b.pairs], weights[b.pairs], clip, gen)
+                continue
             start = theta[run_of[b.pairs]]
-            if fam == "sgd":
-                d = authors_sgd_grads(fm, start, b, batch, gen) if sgd_gradient == "authors" else mean_grads(fm, start, b, gen)
-            else:
-                d = local(start, b).sub_(start)
+            d = authors_sgd_grads(fm, start, b, batch, gen) if fam == "sgd" else local(start, b).sub_(start)
             total += weighted_clipped_sum(d, weights[b.pairs], run_of[b.pairs], R, clip)
         total = total + silo_noise(R, S, theta.shape[1], sigma * clip / math.sqrt(S), gen, theta)
         scale = eta_g / (U * S * (q if method.sampled else 1.0))
