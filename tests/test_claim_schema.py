@@ -63,6 +63,7 @@ FULL = {
     "eventually": {"kind": "eventually", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "abs<=", "max_diff": 100.0,
                    **_ROWS, "match_on": ["panel"], "at": "last", "factor": 1.0, "tol": 0.01, "tol_se": True,
                    "tol_counts": "for", "group_by": ["g"], "inferred": "why"},
+    "slope": {"kind": "slope", "min": 0.4, "max": 0.65, **_ROWS, "group_by": ["g"], "inferred": "why"},
     "mean_relative_gap": {"kind": "mean_relative_gap", "left": {"curve": "A"}, "right": {"curve": "B"}, "min": 0.1, **_ROWS,
                           "match_on": ["g"], "at": "last", "inferred": "why"},
 }

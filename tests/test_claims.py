@@ -514,6 +514,23 @@ def test_successive_ratio_min_is_inclusive():
     assert run(df, {"kind": "successive_ratio", "min": 2.0})[0] == "pass"
 
 
+def test_slope_of_log_y_on_log_x_per_group():
+    """y = 3·x^0.5 has slope 0.5 exactly; y = x² has 2; bounds are inclusive; points with y ≤ 0 are left out."""
+    xs = [1, 2, 4, 8, 16]
+    df = tidy(curves({"sqrt": (xs, [3 * x ** 0.5 for x in xs], {"g": "a"}),
+                      "square": (xs, [x ** 2 for x in xs], {"g": "b"})}))
+    v, num = run(df, {"kind": "slope", "select": {"curve": "sqrt"}, "min": 0.4, "max": 0.65})
+    assert v == "pass" and num["groups"]["all"]["slope"] == pytest.approx(0.5)
+    assert run(df, {"kind": "slope", "select": {"curve": "sqrt"}, "min": 0.5})[0] == "pass"
+    v, num = run(df, {"kind": "slope", "group_by": ["g"], "max": 0.65})
+    assert v == "fail" and num["violations"] == 1 and num["groups"]["b"]["slope"] == pytest.approx(2.0)
+    assert "slope 2" in claims.check_reason({"kind": "slope", "group_by": ["g"], "max": 0.65}, v, num)
+    with_zero = tidy(curves({"c": ([1, 2, 4, 8], [0.0, 2.0, 4.0, 8.0])}))
+    assert run(with_zero, {"kind": "slope", "min": 1.0, "max": 1.0})[1]["groups"]["all"]["points"] == 3
+    with pytest.raises(claims.ClaimSpecError, match="two points"):
+        run(tidy(curves({"c": ([1, 2], [0.0, 1.0])})), {"kind": "slope", "min": 0.0})
+
+
 def test_successive_ratio_errors():
     df = tidy(curves({"c": (X, X)}))
     with pytest.raises(ClaimSpecError):

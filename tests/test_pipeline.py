@@ -129,9 +129,11 @@ def test_misspelt_key_in_scale_file_names_the_scale_file(fresh):
 
 FIGURES = [("asoodeh2021", "fig2", ""), ("balle2020", "fig2", ""), ("balle2020", "table1", ""),
            ("balle2020", "thm3_2", ""), ("kato2024", "fig2", ""), ("kato2024", "fig2", "authors-code/"),
-           ("lowy2023", "fig5", ""), ("lowy2023", "fig5", "authors-code/")]
-# every analytic figure, and one experiment figure (insurance: small data, fast) to keep the suite quick
-SMOKE = ["--config", "scale=smoke", 'only=["asoodeh2021", "balle2020", "kato2024/fig2", "lowy2023/fig5"]', "compat_variants=true"]
+           ("lowy2023", "fig5", ""), ("lowy2023", "fig5", "authors-code/"), ("bietti2022", "fig1a", "")]
+# every analytic figure, and two experiment figures (insurance: small data, fast; bietti2022's synthetic task,
+# generated in code) to keep the suite quick
+SMOKE = ["--config", "scale=smoke", 'only=["asoodeh2021", "balle2020", "kato2024/fig2", "lowy2023/fig5", "bietti2022/fig1a"]',
+         "compat_variants=true"]
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +157,9 @@ def test_full_run_builds_every_output(built):
             assert sidecar["data_source"] in ("real", "standin")
             assert [d["name"] for d in sidecar["datasets"]] == ["insurance"]
             assert (d / "cells").is_dir() and len(list((d / "cells").glob("*.parquet"))) == 4
+        elif paper == "bietti2022":  # the synthetic task: no dataset; cells a = 0 once, then one per σ
+            assert sidecar["data_source"] == "synthetic" and sidecar["datasets"] == []
+            assert sorted(p.stem for p in (d / "cells").glob("*.parquet")) == ["local", "sigma0", "sigma10", "sigma100"]
         else:
             assert sidecar["data_source"] == "analytic"
         assert {"config_hash", "versions", "inferred", "device"} <= set(sidecar)

@@ -23,6 +23,8 @@ the configuration schema of a check is generated from it by `check_schema()`):
   eventually        some grid x0 exists with the comparison holding at every x ≥ x0 (reports x0)
                     [match_on, at, factor, op "abs<=" with max_diff, tol_se, group_by: as compare]
   mean_relative_gap mean of (right − left)/right ≥ min [match_on, at]
+  slope             min ≤ least-squares slope of log y against log x ≤ max (growth like x^slope), at least one
+                    of min, max [group_by: each group separately]
   order             for `by` = values[0], values[1], …: y[v0] OP y[v1] OP …, pointwise [group_by]
   monotone          y strictly/weakly increasing or decreasing in x within each group [strict, group_by]
   bounds            lower ≤ value ≤ upper; lower/upper are numbers or column names, at least one of them
@@ -490,6 +492,27 @@ def _check_successive_ratio(df, c):
     return ("fail" if bad.any() else "pass"), out
 
 
+def _check_slope(df, c):
+    """The least-squares slope of log y on log x (points with x, y > 0 and finite), per group, within [min, max]."""
+    col = c.get("column", "y")
+    d = select(df, c.get("select"), c.get("where_x"))
+    _need_rows(d, "select", c)
+    groups = c.get("group_by", [])
+    per_group, bad = {}, 0
+    for name, g in (d.groupby(groups, sort=True) if groups else [("all", d)]):
+        x, y = g["x"].to_numpy(float), g[col].to_numpy(float)
+        ok = (x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)
+        if ok.sum() < 2:
+            raise ClaimSpecError(f"slope needs two points with x, y > 0 (group {name}, check {c})")
+        slope = float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+        inside = ("min" not in c or slope >= c["min"]) and ("max" not in c or slope <= c["max"])
+        bad += not inside
+        per_group[_group_key(name)] = {"slope": slope, "points": int(ok.sum()), "x_from": float(x[ok].min()),
+                                       "x_to": float(x[ok].max()), "inside": bool(inside)}
+    return ("fail" if bad else "pass"), {"groups": per_group, "violations": bad, "curve": _label(d, c.get("select")),
+                                         "min": c.get("min"), "max": c.get("max")}
+
+
 def _crossing(d: pd.DataFrame, col: str) -> float | None:
     """Smallest x at which y ≥ x (linear interpolation between grid points); None if it never does."""
     d = d.sort_values("x")
@@ -540,6 +563,7 @@ CHECKS = {
     "crossing": _check_crossing,
     "eventually": _check_eventually,
     "mean_relative_gap": _check_mean_relative_gap,
+    "slope": _check_slope,
 }
 
 
@@ -581,6 +605,7 @@ CHECK_KEYS: dict[str, CheckKeys] = {
     "eventually": CheckKeys(("left", "right", "op"),
                             (*_ROWS, "match_on", "at", "factor", "max_diff", "tol", "tol_se", "tol_counts", "group_by")),
     "mean_relative_gap": CheckKeys(("left", "right", "min"), (*_ROWS, "match_on", "at")),
+    "slope": CheckKeys((), (*_ROWS, "min", "max", "group_by"), at_least_one=("min", "max")),
 }
 CHECK_META_KEYS = ("inferred",)  # any kind: information for the reader, not read by the check
 
@@ -1007,6 +1032,17 @@ def _reason_crossing(c, verdict, n, x_name):
     return "; ".join(parts)
 
 
+def _reason_slope(c, verdict, n, x_name):
+    bounds = " and ".join(t for t in (f"≥ {fmt_cfg(c['min'])}" if "min" in c else "",
+                                       f"≤ {fmt_cfg(c['max'])}" if "max" in c else "") if t)
+    parts = []
+    for key, g in n["groups"].items():
+        who = "" if key == "all" else f"{key}: "
+        parts.append(f"{who}log {n.get('curve', 'y')} grows with slope {fmt(g['slope'])} in log {x_name} over "
+                     f"{x_name} = {fmt_x(g['x_from'])}…{fmt_x(g['x_to'])}{'' if g['inside'] else ', not ' + bounds}")
+    return "; ".join(parts) + (f" (required {bounds})" if verdict == "pass" else "")
+
+
 REASONS = {
     "compare": _reason_compare,
     "order": _reason_order,
@@ -1018,6 +1054,7 @@ REASONS = {
     "crossing": _reason_crossing,
     "eventually": _reason_eventually,
     "mean_relative_gap": _reason_mean_relative_gap,
+    "slope": _reason_slope,
 }
 
 

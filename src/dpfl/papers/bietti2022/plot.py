@@ -1,0 +1,40 @@
+"""Plots of bietti2022 (spec §5): matplotlib's "ggplot" style, x "iterations", one panel per σ titled "privacy
+noise σ = …", one curve per personalization level (legend "αQ = …"), each the best over η at every evaluation
+point; ε on a green dashed right axis (the same for every a > 0; not drawn at σ = 0). They read only the table."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+
+def fig1(df, spec, meta):
+    plot = spec.get("plot", {})
+    panels = list(dict.fromkeys(df["panel"]))
+    rounds = df[df["window"] == "round"]
+    metric = df["metric"].iloc[0]
+    w, h = plot.get("figsize", [5.0, 3.0])
+    with plt.style.context("ggplot"):
+        fig, axes = plt.subplots(1, len(panels), figsize=(w * len(panels), h + 0.6), layout="constrained",
+                                 squeeze=False)
+        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for ax, panel in zip(axes[0], panels):
+            d = rounds[rounds["panel"] == panel]
+            curves = [c for c in dict.fromkeys(d["curve"]) if c != "ε"]
+            for i, curve in enumerate(curves):
+                c = d[(d["curve"] == curve) & (d["quantity"] == metric)].sort_values("x")
+                ax.plot(c["x"], c["y"], color=colours[i % len(colours)], lw=1.3, label=curve)
+            if plot.get("log_y", metric == "excess_risk"):
+                ax.set_yscale("log")
+            ax.set_xlabel("iterations")
+            ax.set_ylabel(df["metric_label"].iloc[0])
+            ax.set_title(f"privacy noise σ = {d['sigma'].iloc[0]:g}", fontsize=9)
+            e = d[d["quantity"] == "eps"].sort_values("x")
+            e = e[np.isfinite(e["y"]) & (e["y"] > 0)]
+            if not e.empty:
+                right = ax.twinx()
+                right.plot(e["x"], e["y"], color="green", ls="--", lw=1.2)
+                right.set_ylabel("ε", color="green")
+                right.tick_params(axis="y", colors="green")
+                right.grid(False)
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=7.5)
+    return fig
