@@ -61,9 +61,10 @@ def test_round_matches_a_plain_loop(sampled):
     xi = rng.normal(size=(d, K))
     q = 1.0 if sampled == "everyone" else 3 / N
     want_W, want_Th = reference_round(W, Th, users, X, Y, valid, grid, clip, q, N, xi)
-    Wt, Tht = torch.tensor(W), torch.tensor(Th)
+    Wt, Tht = torch.tensor(W), torch.tensor(Th).permute(1, 2, 0, 3).contiguous()  # Θ is stored (N, d, G, K)
     batch = Batch(torch.tensor(users), torch.tensor(X), torch.tensor(Y), torch.tensor(valid))
     ppsgd_round(Wt, Tht, batch, grid_tensors(grid, DT, "cpu"), clip=clip, q=q, n_users=N, xi=torch.tensor(xi))
+    Tht = Tht.permute(2, 0, 1, 3)
     assert np.allclose(Wt.numpy(), want_W, atol=1e-12, rtol=1e-10)
     assert np.allclose(Tht.numpy(), want_Th, atol=1e-12, rtol=1e-10)
     clipped = 0
@@ -80,7 +81,7 @@ def test_noise_on_the_sum_is_sigma_times_clip_and_a_zero_moves_nothing():
     sensitivity C); a = 0 configs never move w; θ_i stays."""
     N, d, K, clip, q = 4, 3, 2, 0.7, 0.5
     grid = Grid.product([0.2], [0, 1, math.inf], [3.0])
-    W, Th = torch.zeros((3, d, K), dtype=DT), torch.zeros((3, N, d, K), dtype=DT)
+    W, Th = torch.zeros((3, d, K), dtype=DT), torch.zeros((N, d, 3, K), dtype=DT)
     xi = torch.randn((d, K), generator=torch.Generator().manual_seed(1), dtype=DT)
     batch = Batch(torch.arange(2), torch.zeros((2, 5, d), dtype=DT), torch.zeros((2, 5, K), dtype=DT),
                   torch.ones(2, dtype=torch.bool))
@@ -108,7 +109,7 @@ def test_one_user_changes_the_released_sum_by_at_most_c():
         Xs[-1] *= scale
         sums = []
         for n in (N - 1, N):  # without and with the last user
-            W, Th = W0.clone(), torch.zeros((1, N, d, K), dtype=DT)
+            W, Th = W0.clone(), torch.zeros((N, d, 1, K), dtype=DT)
             ppsgd_round(W, Th, Batch(torch.arange(n), Xs[:n], Y[:n], torch.ones(n, dtype=torch.bool)), gt,
                         clip=clip, q=1.0, n_users=1, xi=torch.zeros((d, K), dtype=DT))
             sums.append(W0 - W)  # η_w/(qN) = 1: W moves by the sum
@@ -160,8 +161,8 @@ def test_synthetic_task_and_excess_risk():
     assert torch.allclose(big.X[0].var(dim=0), torch.tensor([1.0, 1 / 2, 1 / 3], dtype=DT), rtol=0.02)
     # excess risk by hand: (1/N) Σ_i Σ_k (w + θ_i − θ_i*)_k² / k
     W = torch.zeros((2, 8, 1), dtype=DT)
-    Th = torch.zeros((2, 6, 8, 1), dtype=DT)
-    Th[1] = truth
+    Th = torch.zeros((6, 8, 2, 1), dtype=DT)  # (N, d, G, K)
+    Th[:, :, 1] = truth
     W[1, 0, 0] = 1.0  # config 1: exact except coordinate 1 off by 1 for every user → 1/1
     want0 = float((truth[..., 0] ** 2 / torch.arange(1, 9, dtype=DT)).sum(1).mean())
     got = excess_risk(W, Th, truth, syn.scales(DT))

@@ -41,7 +41,7 @@ TABLE = pd.DataFrame([
 _ROWS = {"select": {"panel": "a"}, "where_x": {"ge": 1}, "column": "y"}
 FULL = {
     "compare": {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "abs<=", "max_diff": 100.0,
-                **_ROWS, "match_on": ["panel"], "at": "last", "factor": 1.0, "tol": 0.01, "tol_se": True,
+                **_ROWS, "match_on": ["panel"], "at": "last", "factor": 1.0, "offset": 0.0, "tol": 0.01, "tol_se": True,
                 "tol_counts": "for", "group_by": ["g"], "min_points": 1, "min_group_share": 0.5, "min_groups": 1, "inferred": "why"},
     "order": {"kind": "order", "by": "curve", "values": ["A", "B"], "op": "<", **_ROWS, "tol": 0.01, "tol_counts": "for",
               "group_by": ["g"],

@@ -514,6 +514,16 @@ def test_successive_ratio_min_is_inclusive():
     assert run(df, {"kind": "successive_ratio", "min": 2.0})[0] == "pass"
 
 
+def test_compare_offset_shifts_the_right_side():
+    """left < right − 0.05: passes with a margin of 0.1, fails with one of 0.03; the reason names the shift."""
+    df = tidy(curves({"A": ([1, 2], [0.5, 0.6]), "B": ([1, 2], [0.6, 0.63])}))
+    check = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<", "offset": -0.05}
+    v, num = run(df, check)
+    assert v == "fail" and num["violations"] == 1 and num["worst_margin"] == pytest.approx(-0.02)
+    assert "B − 0.05" in claims.check_reason(check, v, num)
+    assert run(df, {**check, "offset": -0.01})[0] == "pass"
+
+
 def test_slope_of_log_y_on_log_x_per_group():
     """y = 3·x^0.5 has slope 0.5 exactly; y = x² has 2; bounds are inclusive; points with y ≤ 0 are left out."""
     xs = [1, 2, 4, 8, 16]

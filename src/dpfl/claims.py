@@ -15,7 +15,7 @@ names why a verdict is not a pass, where known: stand-in, documented-difference,
 
 Check kinds (keys in brackets are optional; `CHECK_KEYS` below is the exact list of each kind's keys, and
 the configuration schema of a check is generated from it by `check_schema()`):
-  compare           left OP factor·right, pointwise on x [match_on: other columns that pair rows;
+  compare           left OP factor·right + offset, pointwise on x [match_on: other columns that pair rows;
                     op "abs<=" with max_diff: |left − right| ≤ max_diff; at: first|last (only the
                     smallest/largest x); min_points: how many points must satisfy it (default all);
                     group_by + min_group_share | min_groups: how many groups must pass; tol_se: the
@@ -239,7 +239,8 @@ def _check_compare(df, c):
     pair, (left_curve, right_curve) = _pairs(df, c, keys, se=c.get("tol_se", False))
     factor = c.get("factor", 1.0)
     tol = _tolerance(pair, c)
-    lhs, rhs = pair[f"{col}_left"].to_numpy(float), factor * pair[f"{col}_right"].to_numpy(float)
+    lhs = pair[f"{col}_left"].to_numpy(float)
+    rhs = factor * pair[f"{col}_right"].to_numpy(float) + c.get("offset", 0.0)
     margin, ok, near = _status(lhs, rhs, c["op"], tol, c.get("max_diff"))
     within = near.copy()
     ok, near = _settle(ok, near, c)
@@ -591,7 +592,8 @@ _GROUP_SHARE = ("group_by", "min_points", "min_group_share", "min_groups")  # _r
 # "abs<=", which needs max_diff (and max_diff needs it); min_group_share / min_groups need group_by.
 CHECK_KEYS: dict[str, CheckKeys] = {
     "compare": CheckKeys(("left", "right", "op"),
-                         (*_ROWS, "match_on", "at", "factor", "max_diff", "tol", "tol_se", "tol_counts", *_GROUP_SHARE)),
+                         (*_ROWS, "match_on", "at", "factor", "offset", "max_diff", "tol", "tol_se", "tol_counts",
+                          *_GROUP_SHARE)),
     "order": CheckKeys(("by", "values", "op"), (*_ROWS, "tol", "tol_counts", "group_by")),
     "monotone": CheckKeys(("direction",), (*_ROWS, "strict", "tol", "tol_counts", "group_by")),
     "bounds": CheckKeys((), (*_ROWS, "lower", "upper", "lower_strict", "upper_strict", "tol", "tol_counts",
@@ -635,6 +637,7 @@ KEY_SCHEMAS: dict[str, dict] = {
     "min_groups": {"type": "integer", "minimum": 1, "description": "with group_by: number of groups that must pass"},
     "tol_se": {"type": "boolean", "description": "tolerance at least the standard error of the difference (column se)"},
     "factor": {"type": "number", "description": "compare: the right side is multiplied by this"},
+    "offset": {"type": "number", "description": "compare: then this is added to the right side (e.g. −0.05: 'below right − 0.05')"},
     "direction": {"enum": ["increasing", "decreasing"]},
     "strict": {"type": "boolean"},
     "lower": {"type": ["number", "string"], "description": "a number or a column name"},
@@ -788,6 +791,8 @@ def _relation(c: dict, n: dict) -> tuple[str, str, str]:
     left, right = n.get("left_curve", "left"), n.get("right_curve", "right")
     if c.get("factor", 1.0) != 1.0:
         right = f"{fmt_cfg(c['factor'])}×{right}"
+    if c.get("offset", 0.0) != 0.0:
+        right = f"{right} {'+' if c['offset'] > 0 else '−'} {fmt_cfg(abs(c['offset']))}"
     if c["op"] == "abs<=":
         return left, right, f"|{left} − {right}| ≤ {fmt_cfg(c['max_diff'])}"
     plus = ""

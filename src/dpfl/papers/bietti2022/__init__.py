@@ -1,16 +1,18 @@
 """bietti2022 (Bietti, Wei, Dudík, Langford, Wu, ICML 2022): personalized private SGD (spec/bietti2022.md).
 
 Modules: `methods` (PP-SGD and its accounting), `ppsgd` (the round rule for the linear models, vectorized over a
-grid of (η, a, σ) configs; the synthetic task), `layout` (cells: a = 0 once, then one per σ), `cell` (one grid,
-every seed), `table` (best over η per evaluation point) and `plot`.
+grid of (η, a, σ) configs; the synthetic task), `federated` (EMNIST: user sampling, minibatch streams, accuracy),
+`layout` (cells: a = 0 once, then one per σ), `cell` (one grid, every seed), `table` (best over η per evaluation
+point) and `plot`.
 """
 
 from dpfl.figure import FigureDef
 
 FIGURES = {
-    "fig1a": FigureDef(table="dpfl.papers.bietti2022.table:fig1", plot="dpfl.papers.bietti2022.plot:fig1",
-                       kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout",
-                       cell="dpfl.papers.bietti2022.cell:run_cell"),
+    fig: FigureDef(table="dpfl.papers.bietti2022.table:fig1", plot="dpfl.papers.bietti2022.plot:fig1",
+                   kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout",
+                   cell="dpfl.papers.bietti2022.cell:run_cell")
+    for fig in ("fig1a", "fig1c")
 }
 
 METHODS_MODULE = "dpfl.papers.bietti2022.methods"

@@ -1,9 +1,11 @@
 """One bietti2022 cell: PP-SGD over the grid of (η, a) of one σ (or the a = 0 runs), every seed, on one task.
 
-The configs of a cell are trained together (dpfl.papers.bietti2022.ppsgd): one W (G, d, K) and one Θ (G, N, d, K)
+The configs of a cell are trained together (dpfl.papers.bietti2022.ppsgd): one W (G, d, K) and one Θ (N, d, G, K)
 per seed. The data stream of a seed (user samples, minibatches) is named by (task, seed) only, not by the cell, so
 every cell of a seed sees the same data (common random numbers across σ and a); the noise vector ξ is named by
-(task, seed, σ). Returns one row per (seed, a, η, evaluation round): the metric, and ε nominal / certified.
+(task, seed, σ). Tasks: `synthetic` (spec §1.1, generated here; excess risk after every round) and `emnist`
+(spec §1.3, the prepared federated EMNIST; top-1 test accuracy every `eval_every` rounds and after the last).
+Returns one row per (seed, a, η, evaluation round): the metric, and ε nominal / certified.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import pandas as pd
 
 from dpfl.papers.bietti2022.layout import level, level_name, parse_cell
 
+#: per federated task: the prepared dataset, classes, the target shift (one-hot minus 0.1, spec §2)
+FEDERATED = {"emnist": {"dataset": "emnist", "classes": 10, "shift": 0.1}}
+
 
 def _metric_rows(values: dict, grid, seed: int, t: int) -> list[dict]:
     rows = []
@@ -27,70 +32,111 @@ def _metric_rows(values: dict, grid, seed: int, t: int) -> list[dict]:
     return rows
 
 
+class _Setup:
+    """What a task contributes to the loop: sizes, rounds, user rate q, the per-round draw and the evaluation."""
+
+    def __init__(self, job, inputs, dtype, device, log):
+        import torch
+
+        from dpfl.seeds import rng_for
+
+        p, self.task = job.params, job.params["task"]
+        self.data_key = lambda seed: int(rng_for(job.seed, "bietti2022", self.task, "data", seed).integers(2**62))
+        if self.task == "synthetic":
+            from dpfl.papers.bietti2022.ppsgd import Synthetic, excess_risk
+
+            syn = Synthetic(**p["synthetic"])
+            truth, scales = syn.truth(dtype).to(device), syn.scales(dtype).to(device)
+            self.N, self.d, self.K, self.q, self.T = syn.n_users, syn.dim, 1, 1.0, int(p["rounds"])
+            self.metric, self.eval_at = "excess_risk", set(range(self.T + 1))
+
+            def stream(seed):
+                gen = torch.Generator(device=device).manual_seed(self.data_key(seed))
+                return lambda: syn.draw(truth, gen)
+
+            def evaluate(W, Th):
+                risk = excess_risk(W, Th, truth, scales)
+                risk = torch.where(torch.isfinite(risk), risk, torch.full_like(risk, math.nan)).cpu().numpy()
+                return {"excess_risk": risk, "excess_risk_per_coordinate": risk / syn.dim}
+        elif self.task in FEDERATED:
+            from dpfl.papers.bietti2022.federated import FederatedTask, Streams, accuracy
+
+            spec = FEDERATED[self.task]
+            arrays = dict(np.load(inputs["prepared"][spec["dataset"]], allow_pickle=False))
+            data = FederatedTask.from_arrays(arrays, int(p["users"]), spec["classes"], spec["shift"], dtype, device)
+            m, Q = int(p["batch"]), int(p["users_per_round"])
+            self.N, self.d, self.K = data.n_users, data.dim, spec["classes"]
+            self.q = min(1.0, Q / self.N)
+            self.T = int(p["rounds"]) if p.get("rounds") else data.rounds(float(p["epochs"]), Q, m)
+            every = int(p["eval_every"])
+            self.metric, self.eval_at = "accuracy", set(range(0, self.T, every)) | {self.T}
+            log(f"{self.task}: {self.N} users, {int(data.counts().sum())} training rows, d = {self.d}, K = {self.K}, "
+                f"q = {self.q:g}, T = {self.T}")
+
+            def stream(seed):
+                streams = Streams(data, m, self.q, np.random.default_rng(self.data_key(seed)))
+                return streams.next_batch
+
+            def evaluate(W, Th):
+                acc = accuracy(data, W, Th).cpu().numpy()
+                return {"accuracy": np.where(np.isfinite(acc), acc, np.nan)}
+        else:
+            raise ValueError(f"bietti2022: unknown task {self.task!r}; known: synthetic, {', '.join(FEDERATED)}")
+        self.stream, self.evaluate = stream, evaluate
+
+
 def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     import torch
 
     from dpfl.fl.device import describe, resolve_device
     from dpfl.io import Progress
     from dpfl.papers.bietti2022.methods import epsilon_curve
-    from dpfl.papers.bietti2022.ppsgd import Grid, Synthetic, excess_risk, grid_tensors, ppsgd_round
+    from dpfl.papers.bietti2022.ppsgd import Grid, grid_tensors, ppsgd_round
     from dpfl.seeds import rng_for
 
     p = job.params
-    task = p["task"]
-    if task != "synthetic":
-        raise ValueError(f"bietti2022 task {task!r} has no runner yet; known: synthetic")
     sigma = parse_cell(job.cell)
     levels = [level(a) for a in p["levels"]]
     grid = Grid.product(p["etas"], levels, [0.0 if sigma is None else sigma])
     device = resolve_device(job.device)
     dtype = {"float32": torch.float32, "float64": torch.float64}[p.get("dtype", "float32")]
-    T, clip, delta = int(p["rounds"]), float(p["clip"]), float(p["delta"])
-    syn = Synthetic(**p["synthetic"])
-    N, q = syn.n_users, 1.0  # every user, every round (spec §3 step 1)
-    truth = syn.truth(dtype).to(device)
-    scales = syn.scales(dtype).to(device)
+    clip, delta = float(p["clip"]), float(p["delta"])
+    setup = _Setup(job, inputs, dtype, device, log)
+    N, d, K, q, T = setup.N, setup.d, setup.K, setup.q, setup.T
     gt = grid_tensors(grid, dtype, device)
-    log(f"{job.cell}: {len(grid)} configs (η × a), N = {N}, d = {syn.dim}, T = {T}, seeds {list(p['seeds'])}, "
-        f"device {describe(device)}")
+    log(f"{job.cell}: {len(grid)} configs (η × a), N = {N}, d = {d}, K = {K}, T = {T}, seeds {list(p['seeds'])}, "
+        f"device {describe(device)}; Θ takes {len(grid) * N * d * K * torch.finfo(dtype).bits / 8 / 2**20:.0f} MiB")
     rows, start = [], time.perf_counter()
     every = max(1, T // 10)
     progress = Progress(len(p["seeds"]) * math.ceil(T / every), log, f"{job.cell}: checkpoint")
     for seed in p["seeds"]:
-        data_gen = torch.Generator(device=device).manual_seed(
-            int(rng_for(job.seed, "bietti2022", task, "data", seed).integers(2**62)))
+        draw = setup.stream(seed)
         noise_gen = torch.Generator(device=device).manual_seed(
-            int(rng_for(job.seed, "bietti2022", task, "noise", seed, sigma or 0.0).integers(2**62)))
-        W = torch.zeros((len(grid), syn.dim, 1), dtype=dtype, device=device)
-        Th = torch.zeros((len(grid), N, syn.dim, 1), dtype=dtype, device=device)
-
-        def evaluate(t):
-            risk = excess_risk(W, Th, truth, scales)
-            finite = torch.isfinite(risk)
-            risk = torch.where(finite, risk, torch.full_like(risk, math.nan)).cpu().numpy()
-            rows.extend(_metric_rows({"excess_risk": risk, "excess_risk_per_coordinate": risk / syn.dim},
-                                     grid, seed, t))
-
-        evaluate(0)
+            int(rng_for(job.seed, "bietti2022", setup.task, "noise", seed, sigma or 0.0).integers(2**62)))
+        W = torch.zeros((len(grid), d, K), dtype=dtype, device=device)
+        Th = torch.zeros((N, d, len(grid), K), dtype=dtype, device=device)  # user-major (ppsgd_round)
+        rows.extend(_metric_rows(setup.evaluate(W, Th), grid, seed, 0))
         for t in range(1, T + 1):
-            batch = syn.draw(truth, data_gen)
-            xi = torch.randn((syn.dim, 1), generator=noise_gen, device=device).to(dtype)  # float32 draws (see draw)
+            batch = draw()
+            xi = torch.randn((d, K), generator=noise_gen, device=device).to(dtype)  # float32 draws in any precision
             ppsgd_round(W, Th, batch, gt, clip=clip, q=q, n_users=N, xi=xi)
-            evaluate(t)
+            if t in setup.eval_at:
+                rows.extend(_metric_rows(setup.evaluate(W, Th), grid, seed, t))
             if t % every == 0 or t == T:
-                best = np.nanmin([r["excess_risk"] for r in rows[-len(grid):]] + [np.inf])
-                progress.step(f"seed {seed}, round {t}/{T}, best excess risk {best:.4g}")
+                last = [r[setup.metric] for r in rows[-len(grid):]]
+                best = (np.nanmin if setup.metric == "excess_risk" else np.nanmax)(last + [np.nan]) \
+                    if np.isfinite(last).any() else np.nan
+                progress.step(f"seed {seed}, round {t}/{T}, best {setup.metric} {best:.4g}")
     seconds = time.perf_counter() - start
     df = pd.DataFrame(rows)
-    eps = {}
-    for a in sorted(set(levels)):
-        curve = np.concatenate([[0.0], epsilon_curve(sigma or 0.0, a, T, q, delta)])  # nothing released at t = 0
-        eps[level_name(a)] = curve
+    eps = {level_name(a): np.concatenate([[0.0], epsilon_curve(sigma or 0.0, a, T, q, delta)])  # nothing at t = 0
+           for a in sorted(set(levels))}
     df["eps"] = [eps[lv][t] for lv, t in zip(df["level"], df["round"])]
     df["eps_certified"] = df["eps"]  # the noise used is the noise accounted for (multiplier σ on the sum's C)
     df["sigma"] = np.nan if sigma is None else sigma
-    df["failed"] = ~np.isfinite(df["excess_risk"])
+    df["failed"] = ~np.isfinite(df[setup.metric])
     df["seconds_per_round"] = seconds / (T * len(p["seeds"]))
     df["device"] = describe(device)
-    df["metric"] = "excess_risk"
+    df["metric"] = setup.metric
+    df["q"] = q
     return df

@@ -42,9 +42,12 @@ def parse_cell(cell: str) -> float | None:
     return float(cell[len("sigma"):])
 
 
+#: the prepared dataset of each federated task (the synthetic task is generated in code)
+TASK_DATASETS = {"emnist": "emnist"}
+
+
 def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The synthetic task is generated in code: no dataset."""
-    return ((), ()) if params["task"] == "synthetic" else ((params["task"],), ())
+    return ((), ()) if params["task"] == "synthetic" else ((TASK_DATASETS[params["task"]],), ())
 
 
 def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:

@@ -1,7 +1,7 @@
 """PP-SGD (spec §3) for the linear models, vectorized over a grid of configs that share one data stream.
 
 Every user i predicts with (W + Θ_i)ᵀx; W (d, K) is global and private, Θ_i is the user's own. A batch of G configs
-(η, a, σ) is one tensor W (G, d, K) and one Θ (G, N, d, K); each round all configs see the same sampled users, the
+(η, a, σ) is one tensor W (G, d, K) and one Θ (N, d, G, K); each round all configs see the same sampled users, the
 same minibatches and the same standard-normal noise vector ξ (common random numbers: differences between configs
 are not sampling noise), each scaling ξ by its own σ·C. Per round, for the sampled users S_t (rate q = Q/N):
 
@@ -75,26 +75,35 @@ class Batch:
 
 def ppsgd_round(W: torch.Tensor, Th: torch.Tensor, batch: Batch, grid_t: dict, *, clip: float, q: float,
                 n_users: int, xi: torch.Tensor) -> None:
-    """One PP-SGD round, in place on W (G, d, K) and Θ (G, N, d, K). `grid_t`: per-config tensors eta_w,
-    eta_theta, sigma (G,); `xi`: the round's standard-normal noise (d, K), shared by every config."""
+    """One PP-SGD round, in place on W (G, d, K) and Θ (N, d, G, K) (user-major: a sampled user's models of every
+    config are one contiguous block, so the personal products are plain batched matrix products over users).
+    `grid_t`: per-config tensors eta_w, eta_theta, sigma (G,); `xi`: the round's standard-normal noise (d, K),
+    shared by every config."""
     users, X = batch.users, batch.X
-    everyone = len(users) == Th.shape[1]  # q = 1: no gather / scatter of Θ
-    if len(users) == 0:  # nobody sampled: the server still releases noise (the mechanism runs every round)
+    G, d, K = W.shape
+    L = len(users)
+    everyone = L == Th.shape[0]  # q = 1: no gather / scatter of Θ
+    if L == 0:  # nobody sampled: the server still releases noise (the mechanism runs every round)
         grad_sum = torch.zeros_like(W)
     else:
-        Th_s = Th if everyone else Th[:, users]  # (G, L, d, K)
-        # (W + Θ_i)ᵀx: the shared part as one product over every row, the personal part per user
-        pred = torch.einsum("lmd,gdk->glmk", X, W) + torch.einsum("lmd,gldk->glmk", X, Th_s)
-        grads = torch.einsum("lmd,glmk->gldk", X, pred.sub_(batch.Y[None])).div_(batch.Y.shape[1])  # (G, L, d, K)
+        # g_i = (1/m)·X_iᵀ R_i with residuals R_i = X_i(W + Θ_i) − Y_i (m × K per config). With m ≪ d the (d, K)
+        # gradients are never formed: ‖g_i‖²_F = (1/m²)·Σ (X_i X_iᵀ) ⊙ (R_i R_iᵀ) (Gram form), the clipped sum is
+        # one product Xᵀ(c·R)/m over every sampled row, and the local step one batched product added into Θ.
+        m = X.shape[1]
+        Th_s = Th if everyone else Th.index_select(0, users)  # (L, d, G, K)
+        shared = (X.reshape(L * m, d) @ W.permute(1, 0, 2).reshape(d, G * K)).reshape(L, m, G * K)
+        R = torch.baddbmm(shared, X, Th_s.reshape(L, d, G * K)).reshape(L, m, G, K).sub_(batch.Y[:, :, None, :])
         if not bool(batch.valid.all()):  # users with n_i < m send zero and do not move
-            grads.mul_(batch.valid.to(grads.dtype)[None, :, None, None])
-        eta_theta = grid_t["eta_theta"][:, None, None, None]
-        if everyone:
-            Th.addcmul_(eta_theta, grads, value=-1.0)
-        else:
-            Th[:, users] = Th_s.addcmul_(eta_theta, grads, value=-1.0)
-        factor = clip_factor(torch.linalg.vector_norm(grads, dim=(2, 3)), clip)  # (G, L)
-        grad_sum = torch.bmm(factor[:, None, :], grads.flatten(2)).reshape(W.shape)
+            R.mul_(batch.valid.to(R.dtype)[:, None, None, None])
+        gram = torch.bmm(X, X.transpose(1, 2))  # (L, m, m)
+        sq = torch.einsum("lmn,lmgk,lngk->lg", gram, R, R) / (m * m)
+        factor = clip_factor(sq.clamp_(min=0).sqrt_(), clip)  # (L, G): min(1, C/‖g_i‖) per user and config
+        scaled = (R * factor[:, None, :, None]).reshape(L * m, G * K)
+        grad_sum = (X.reshape(L * m, d).T @ scaled).div_(m).reshape(d, G, K).permute(1, 0, 2)  # Σ_i clip_C(g_i)
+        step = (R * (grid_t["eta_theta"] / m)[None, None, :, None]).reshape(L, m, G * K)
+        Th_s.reshape(L, d, G * K).baddbmm_(X.transpose(1, 2), step, alpha=-1.0)  # Θ_i −= η_θ·g_i
+        if not everyone:
+            Th.index_copy_(0, users, Th_s)
     noisy = grad_sum + (grid_t["sigma"] * clip)[:, None, None] * xi[None]
     W -= (grid_t["eta_w"] / (q * n_users))[:, None, None] * noisy
 
@@ -148,7 +157,7 @@ class Synthetic:
 
 
 def excess_risk(W: torch.Tensor, Th: torch.Tensor, truth: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """(1/N)·Σ_i ‖w + θ_i − θ_i*‖²_Σ per config (G,), Σ = diag(scales) (the paper's definition; the authors' code
-    divides by d as well, B3)."""
-    diff = Th + (W[:, None] - truth[None])  # (G, N, d, K)
-    return (diff.square_().sum(-1) @ scales).mean(-1)
+    """(1/N)·Σ_i ‖w + θ_i − θ_i*‖²_Σ per config (G,) for W (G, d, K), Θ (N, d, G, K), θ* (N, d, K),
+    Σ = diag(scales) (the paper's definition; the authors' code divides by d as well, B3)."""
+    diff = Th + (W.permute(1, 0, 2)[None] - truth[:, :, None])  # (N, d, G, K)
+    return torch.einsum("ndg,d->g", diff.square_().sum(-1), scales) / Th.shape[0]

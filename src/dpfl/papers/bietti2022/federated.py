@@ -1,0 +1,119 @@
+"""The federated classification tasks of bietti2022 (spec §1.3, §3): per-user data, Poisson user sampling and the
+per-user minibatch streams, and the pooled test accuracy of personalized linear models.
+
+A user's stream cuts its training set into ⌊n_i/m⌋ contiguous minibatches, permutes their order each epoch, and
+starts a new permuted epoch when exhausted; users with n_i < m contribute a zero gradient. User samples and
+minibatch orders come from one numpy Generator per (task, seed): every config and every cell of a seed sees the
+same users and minibatches (common random numbers).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dpfl.papers.bietti2022.ppsgd import Batch
+
+
+@dataclass
+class FederatedTask:
+    """Users' training rows X (n, d) with targets Y (n, K) and offsets (N + 1,), test rows with labels likewise,
+    on one device. `targets`: one-hot labels minus `shift` (spec §2: +0.9 / −0.1)."""
+
+    X: torch.Tensor
+    Y: torch.Tensor
+    offsets: np.ndarray
+    X_test: torch.Tensor
+    y_test: torch.Tensor
+    test_offsets: np.ndarray
+    classes: int
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, users: int, classes: int, shift: float, dtype, device) -> "FederatedTask":
+        """The first `users` users of a prepared dataset (x_train, y_train, train_offsets, x_test, y_test,
+        test_offsets: dpfl.data.loaders.emnist)."""
+        available = len(arrays["train_offsets"]) - 1
+        if users > available:
+            raise ValueError(f"bietti2022: {users} users requested but the prepared data holds {available} "
+                             f"(params.users in config/papers/bietti2022.yaml)")
+        off, toff = np.asarray(arrays["train_offsets"][: users + 1]), np.asarray(arrays["test_offsets"][: users + 1])
+        y = np.asarray(arrays["y_train"][: off[-1]], np.int64)
+        if y.size and (y.min() < 0 or y.max() >= classes):
+            raise ValueError(f"bietti2022: labels outside 0..{classes - 1} in the prepared data")
+        Y = np.eye(classes, dtype=np.float32)[y] - shift
+        as_t = lambda a, dt=dtype: torch.as_tensor(np.ascontiguousarray(a), dtype=dt, device=device)  # noqa: E731
+        return cls(as_t(arrays["x_train"][: off[-1]]), as_t(Y), off, as_t(arrays["x_test"][: toff[-1]]),
+                   torch.as_tensor(np.asarray(arrays["y_test"][: toff[-1]], np.int64), device=device), toff, classes)
+
+    @property
+    def n_users(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def dim(self) -> int:
+        return self.X.shape[1]
+
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def rounds(self, epochs: float, per_round: int, m: int) -> int:
+        """T = ⌈E·Σ_i ⌊n_i/m⌋ / Q⌉ (spec §3): each user is then sampled ≈ E·mean⌊n_i/m⌋ times in expectation."""
+        return max(1, math.ceil(epochs * int((self.counts() // m).sum()) / per_round))
+
+
+class Streams:
+    """Poisson user sampling at rate q and each user's cycling stream of contiguous minibatches of m rows."""
+
+    def __init__(self, task: FederatedTask, m: int, q: float, rng: np.random.Generator):
+        self.task, self.m, self.q, self.rng = task, m, q, rng
+        self.n_batches = task.counts() // m
+        self.order = [rng.permutation(int(b)) for b in self.n_batches]  # the first epoch of every user
+        self.pos = np.zeros(task.n_users, dtype=np.int64)
+        self.arange = torch.arange(m, device=task.X.device)
+
+    def next_batch(self) -> Batch:
+        """The round's sampled users (Poisson, rate q) and the next minibatch of each."""
+        users = np.flatnonzero(self.rng.random(self.task.n_users) < self.q)
+        starts = np.zeros(len(users), dtype=np.int64)
+        valid = self.n_batches[users] > 0
+        for j, i in enumerate(users):
+            if not valid[j]:
+                continue
+            starts[j] = self.task.offsets[i] + self.order[i][self.pos[i]] * self.m
+            self.pos[i] += 1
+            if self.pos[i] == self.n_batches[i]:  # epoch done: a new permutation of the user's minibatches
+                self.order[i] = self.rng.permutation(int(self.n_batches[i]))
+                self.pos[i] = 0
+        dev = self.task.X.device
+        rows = (torch.as_tensor(starts, device=dev)[:, None] + self.arange[None]).reshape(-1)
+        L = len(users)
+        X = self.task.X.index_select(0, rows).reshape(L, self.m, -1)
+        Y = self.task.Y.index_select(0, rows).reshape(L, self.m, -1)
+        return Batch(torch.as_tensor(users, device=dev), X, Y, torch.as_tensor(valid, device=dev))
+
+
+def accuracy(task: FederatedTask, W: torch.Tensor, Th: torch.Tensor, chunk: int = 64) -> torch.Tensor:
+    """Top-1 test accuracy per config (G,) for W (G, d, K) and Θ (N, d, G, K), pooled over every user's test rows,
+    user i scored with W + Θ_i: argmax of x·(W + Θ_i) equals the label. Users `chunk` at a time, their test rows
+    padded to the longest."""
+    G = W.shape[0]
+    hits = torch.zeros(G, dtype=torch.float64, device=W.device)
+    toff = task.test_offsets
+    counts = np.diff(toff)
+    for a in range(0, task.n_users, chunk):
+        b = min(task.n_users, a + chunk)
+        t_max = int(counts[a:b].max()) if b > a else 0
+        if t_max == 0:
+            continue
+        rows = np.arange(t_max)[None, :] + toff[a:b, None]
+        valid = torch.as_tensor(np.arange(t_max)[None, :] < counts[a:b, None], device=W.device)
+        rows = torch.as_tensor(np.minimum(rows, toff[-1] - 1), device=W.device)
+        X = task.X_test[rows]  # (u, t, d)
+        y = task.y_test[rows]
+        u, G, d, K = b - a, *W.shape
+        scores = torch.einsum("utd,gdk->utgk", X, W) + torch.bmm(X, Th[a:b].reshape(u, d, G * K)).reshape(u, t_max, G, K)
+        hits += ((scores.argmax(-1) == y[:, :, None]) & valid[:, :, None]).sum((0, 1)).to(torch.float64)
+    return hits / max(1, int(toff[-1]))
