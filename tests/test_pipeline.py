@@ -159,7 +159,7 @@ def test_full_run_builds_every_output(built):
             assert (d / "cells").is_dir() and len(list((d / "cells").glob("*.parquet"))) == 4
         elif paper == "bietti2022":  # the synthetic task: no dataset; cells a = 0 once, then one per σ
             assert sidecar["data_source"] == "synthetic" and sidecar["datasets"] == []
-            assert sorted(p.stem for p in (d / "cells").glob("*.parquet")) == ["local", "sigma0", "sigma10", "sigma100"]
+            assert sorted(p.stem for p in (d / "cells").glob("*.parquet")) == ["synthetic-local", "synthetic-sigma0", "synthetic-sigma10", "synthetic-sigma100"]
         else:
             assert sidecar["data_source"] == "analytic"
         assert {"config_hash", "versions", "inferred", "device"} <= set(sidecar)

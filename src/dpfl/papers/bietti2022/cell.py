@@ -95,7 +95,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     from dpfl.seeds import rng_for
 
     p = job.params
-    sigma = parse_cell(job.cell)
+    _, sigma = parse_cell(job.cell)
     levels = [level(a) for a in p["levels"]]
     grid = Grid.product(p["etas"], levels, [0.0 if sigma is None else sigma])
     device = resolve_device(job.device)

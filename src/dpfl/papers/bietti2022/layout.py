@@ -1,11 +1,21 @@
-"""The shape of a bietti2022 training figure, read when the DAG is built. Runs of one figure are split into
-cells that share a data stream and a noise multiplier: "local" (a = 0: w never moves, so σ does not matter and
-these runs are made once per η, not once per σ) and "sigma<σ>" (every a > 0 and η at that σ). Every cell is one
-vectorized grid (dpfl.papers.bietti2022.ppsgd)."""
+"""The shape of a bietti2022 training figure, read when the DAG is built.
+
+A figure's params hold one or more *grids* (`grids: {<id>: {task, clip, sigmas, levels, etas, …}}`): Fig 1a–d one
+each, Fig 2 one per panel. A grid's runs are split into cells that share a data stream and a noise multiplier:
+"<grid>-local" (a = 0: w never moves, so σ does not matter and these runs are made once per η, not once per σ) and
+"<grid>-sigma<σ>" (every a > 0 and η at that σ). Every cell is one vectorized run over its configs
+(dpfl.papers.bietti2022.cell). A figure that shows a subset of another figure's runs (Fig 1c of Fig 2's EMNIST
+panel) lists the same grid and reads that figure's cells (`reuse_cells`: {cell: figure}) when the jobs are identical;
+`show: {sigmas, levels}` picks what it draws.
+"""
 
 from __future__ import annotations
 
 import math
+
+#: the prepared dataset of each federated task (the synthetic task is generated in code)
+TASK_DATASETS = {"emnist": "emnist"}
+SHARED = ("delta", "seeds", "dtype")  # run settings every cell reads besides its grid
 
 
 def level(value) -> float:
@@ -21,42 +31,60 @@ def level_name(a: float) -> str:
     return "inf" if math.isinf(a) else f"{a:g}"
 
 
-def sigma_cell(sigma: float) -> str:
-    return f"sigma{float(sigma):g}"
-
-
 def cells(params: dict) -> list[str]:
-    levels = [level(a) for a in params["levels"]]
-    out = ["local"] if 0.0 in levels else []
-    if any(a > 0 for a in levels):
-        out += [sigma_cell(s) for s in params["sigmas"]]
+    out = []
+    for gid, grid in params["grids"].items():
+        levels = [level(a) for a in grid["levels"]]
+        if 0.0 in levels:
+            out.append(f"{gid}-local")
+        if any(a > 0 for a in levels):
+            out += [f"{gid}-sigma{float(s):g}" for s in grid["sigmas"]]
     return out
 
 
-def parse_cell(cell: str) -> float | None:
-    """None for the a = 0 cell, else its σ."""
-    if cell == "local":
-        return None
-    if not cell.startswith("sigma"):
-        raise ValueError(f"bietti2022 cell {cell!r} is neither 'local' nor 'sigma<σ>'")
-    return float(cell[len("sigma"):])
-
-
-#: the prepared dataset of each federated task (the synthetic task is generated in code)
-TASK_DATASETS = {"emnist": "emnist"}
+def parse_cell(cell: str) -> tuple[str, float | None]:
+    """(grid id, σ) of a cell; σ None for the a = 0 cell."""
+    gid, _, rest = cell.rpartition("-")
+    if gid and rest == "local":
+        return gid, None
+    if gid and rest.startswith("sigma"):
+        try:
+            return gid, float(rest[len("sigma"):])
+        except ValueError:
+            pass
+    raise ValueError(f"bietti2022 cell {cell!r} is neither '<grid>-local' nor '<grid>-sigma<σ>'")
 
 
 def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    return ((), ()) if params["task"] == "synthetic" else ((TASK_DATASETS[params["task"]],), ())
+    """(prepared datasets, allocations); settings that cannot work stop the DAG here, before any job."""
+    datasets = []
+    for gid, grid in params["grids"].items():
+        if grid["task"] == "synthetic":
+            continue
+        Q, N = int(grid["users_per_round"]), int(grid["users"])
+        if Q > N:
+            raise ValueError(f"config/papers/bietti2022.yaml: params.grids.{gid}.users_per_round: Q = {Q} is larger "
+                             f"than params.grids.{gid}.users N = {N}; allowed: 1 ≤ Q ≤ N (users are sampled at rate "
+                             f"q = Q/N)")
+        datasets.append(TASK_DATASETS[grid["task"]])
+    return tuple(dict.fromkeys(datasets)), ()
 
 
 def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
-    """A cell sees its σ (none for the a = 0 cell) and its levels only: editing another σ reruns only that cell."""
-    sigma = parse_cell(cell)
-    levels = [a for a in params["levels"] if (level(a) == 0) == (sigma is None)]
-    own = {k: v for k, v in params.items() if k not in ("sigmas", "levels", "panels")}
-    own.update(levels=levels, sigmas=[] if sigma is None else [sigma])
+    """A cell sees the shared run settings, its grid, its σ (none for the a = 0 cell) and its levels only: editing
+    another σ, level or grid reruns only the cells that use it."""
+    gid, sigma = parse_cell(cell)
+    grid = params["grids"][gid]
+    own = {k: params[k] for k in SHARED if k in params}
+    own.update({k: v for k, v in grid.items() if k not in ("sigmas", "levels")}, grid=gid)
+    own["levels"] = [a for a in grid["levels"] if (level(a) == 0) == (sigma is None)]
+    own["sigmas"] = [] if sigma is None else [sigma]
     return own, {}
+
+
+def reused_cells(params: dict) -> dict[str, str]:
+    """{cell: figure} read from that figure when both jobs are identical (dpfl.jobs.cell_sources)."""
+    return dict(params.get("reuse_cells") or {})
 
 
 def bench_params(params: dict, units: int) -> dict:
@@ -65,4 +93,5 @@ def bench_params(params: dict, units: int) -> dict:
 
 
 def bench_units(params: dict) -> tuple[int, str]:
-    return int(params["rounds"]), "round"
+    """Rounds of the full cell (federated tasks: from the data, so the benchmark says so) and their name."""
+    return (int(params["rounds"]) if params.get("rounds") else 0), "round"

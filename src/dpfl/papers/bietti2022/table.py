@@ -37,14 +37,20 @@ def best_over_eta(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def fig1(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
+    """Fig 1a–d: the figure's one grid, one panel per σ of `show.sigmas` (default: the grid's), one curve per level
+    of `show.levels` (default: the grid's)."""
+    if len(params["grids"]) != 1:
+        raise ValueError(f"Fig 1 draws one grid; params.grids has {', '.join(params['grids'])}")
+    grid = next(iter(params["grids"].values()))
+    show = params.get("show") or {}
     runs = pd.concat(tables, ignore_index=True)
     metric = runs["metric"].iloc[0]
     local = runs[runs["a"] == 0]
-    levels = [level(a) for a in params["levels"]]
+    levels = [level(a) for a in show.get("levels", grid["levels"])]
     T = int(runs["round"].max())
     early_end = max(1, math.ceil(0.1 * T))
     rows = []
-    for sigma in params["sigmas"]:
+    for sigma in show.get("sigmas", grid["sigmas"]):
         sigma = float(sigma)
         panel = f"σ = {sigma:g}"
         d = pd.concat([local, runs[(runs["a"] > 0) & np.isclose(runs["sigma"].astype(float), sigma)]])
