@@ -14,5 +14,8 @@ FIGURES = {
                    cell="dpfl.papers.bietti2022.cell:run_cell")
     for fig in ("fig1a", "fig1c")
 }
+FIGURES["fig2"] = FigureDef(table="dpfl.papers.bietti2022.table:fig2", plot="dpfl.papers.bietti2022.plot:fig2",
+                            kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout",
+                            cell="dpfl.papers.bietti2022.cell:run_cell")
 
 METHODS_MODULE = "dpfl.papers.bietti2022.methods"

@@ -139,4 +139,5 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     df["device"] = describe(device)
     df["metric"] = setup.metric
     df["q"] = q
+    df["grid"] = p.get("grid", setup.task)
     return df

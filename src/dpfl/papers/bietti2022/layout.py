@@ -5,7 +5,7 @@ each, Fig 2 one per panel. A grid's runs are split into cells that share a data 
 "<grid>-local" (a = 0: w never moves, so σ does not matter and these runs are made once per η, not once per σ) and
 "<grid>-sigma<σ>" (every a > 0 and η at that σ). Every cell is one vectorized run over its configs
 (dpfl.papers.bietti2022.cell). A figure that shows a subset of another figure's runs (Fig 1c of Fig 2's EMNIST
-panel) lists the same grid and reads that figure's cells (`reuse_cells`: {cell: figure}) when the jobs are identical;
+panel) lists the same grid and reads that figure's cells (`reuse_from: fig2`) when the jobs are identical;
 `show: {sigmas, levels}` picks what it draws.
 """
 
@@ -83,8 +83,9 @@ def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, di
 
 
 def reused_cells(params: dict) -> dict[str, str]:
-    """{cell: figure} read from that figure when both jobs are identical (dpfl.jobs.cell_sources)."""
-    return dict(params.get("reuse_cells") or {})
+    """{cell: figure}: every cell from `reuse_from`, read there when both jobs are identical (dpfl.jobs.cell_sources)."""
+    source = params.get("reuse_from")
+    return {cell: source for cell in cells(params)} if source else {}
 
 
 def bench_params(params: dict, units: int) -> dict:

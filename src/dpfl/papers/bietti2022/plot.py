@@ -38,3 +38,42 @@ def fig1(df, spec, meta):
         handles, labels = axes[0, 0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=7.5)
     return fig
+
+
+TITLES = {"stackoverflow": "Stackoverflow", "emnist_linear": "EMNIST linear", "emnist_cnn": "EMNIST CNN"}
+
+
+def fig2(df, spec, meta):
+    """Accuracy vs privacy at the end of training, one panel per grid: red local-only line, blue global-only points,
+    light-green personalized levels, black upper envelope; x = ε, log, inverted (large ε on the left)."""
+    plot = spec.get("plot", {})
+    points = df[df["window"] == "point"]
+    panels = list(dict.fromkeys(points["panel"]))
+    w, h = plot.get("figsize", [5.0, 3.0])
+    lo, hi = plot.get("xlim", [0.1, 1000.0])
+    with plt.style.context("ggplot"):
+        fig, axes = plt.subplots(1, len(panels), figsize=(w * len(panels), h + 0.6), layout="constrained",
+                                 squeeze=False)
+        for ax, panel in zip(axes[0], panels):
+            d = points[points["panel"] == panel]
+            local = float(d.loc[d["curve"] == "local only", "y"].iloc[0])
+            ax.axhline(local, color="red", lw=1.5, label="local only")
+            for curve, c in d[d["curve"].str.startswith("αQ")].groupby("curve", sort=False):
+                c = c.sort_values("x")
+                ax.plot(c["x"], c["y"], color="green", alpha=0.2, lw=0.8, marker=".", ms=3)
+            blue = d[d["curve"] == "global only"].sort_values("x")
+            ax.plot(blue["x"], blue["y"], "o-", color="blue", ms=3.5, lw=1.0, label="global only")
+            black = d[d["curve"] == "best personalized"].sort_values("x")
+            ax.plot(black["x"], black["y"], color="black", lw=2.2, label="best personalized")
+            ax.set_xscale("log")
+            ax.set_xlim(hi, lo)  # inverted: strong privacy on the right
+            ax.set_xlabel("privacy ε")
+            ax.set_ylabel("accuracy")
+            ax.set_title(f"accuracy vs privacy ({TITLES.get(panel, panel)})", fontsize=9)
+        from matplotlib.lines import Line2D
+
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        handles.append(Line2D([], [], color="green", alpha=0.4, lw=0.8, marker="."))
+        labels.append("personalized, αQ ∈ {0.1, …, 100}")
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=7.5)
+    return fig

@@ -85,3 +85,92 @@ def fig1(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
     df["metric_label"] = METRICS[metric][1]
     df["rounds"] = T
     return df
+
+
+# ---------------------------------------------------------------------------------------------- Fig 2
+
+PERSONALIZED = "best personalized"
+
+
+def envelope(points: list[tuple[float, float]], start: tuple[float, float], merge: float = 0.01) -> list[tuple]:
+    """The black "best personalized" curve of Fig 2 (spec §5): the start point (ε_min, local-only accuracy) and
+    every (ε, accuracy) point, sorted by ε; a point is kept if its accuracy is at least the last kept one's, and
+    replaces the last kept point if its ε is within `merge` of it."""
+    kept: list[tuple[float, float]] = []
+    for eps, acc in sorted([*points, start]):
+        if kept and acc < kept[-1][1]:
+            continue
+        if kept and abs(eps - kept[-1][0]) <= merge:
+            kept[-1] = (eps, acc)
+        else:
+            kept.append((eps, acc))
+    return kept
+
+
+def fig2(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
+    """Fig 2: per panel (grid), every (a, σ > 0): the best final accuracy over η with the ε of that round; the
+    local-only level (a = 0); the envelope; and the trade-off curves on a log-ε grid for the claims (each curve's
+    best accuracy among its points with ε ≤ the grid value: what a privacy budget buys)."""
+    runs = pd.concat(tables, ignore_index=True)
+    eps_min, eps_max = float(params.get("eps_min", 0.1)), float(params.get("eps_max", 1000.0))
+    rows = []
+    for gid in params["grids"]:
+        d = runs[runs["grid"] == gid]
+        T = int(d["round"].max())
+        final = d[d["round"] == T]
+        metric = final["metric"].iloc[0]
+        local = best_over_eta(final[final["a"] == 0], metric)
+        if local.empty:
+            raise ValueError(f"fig2: grid {gid} has no a = 0 runs (the local-only line)")
+        local_acc = float(local["y"].iloc[0])
+        base = {"panel": gid, "quantity": metric}
+        rows.append({**base, "curve": "local only", "level": "0", "a": 0.0, "window": "point", "x": eps_min,
+                     "y": local_acc, "eta_best": float(local["eta_best"].iloc[0])})
+        points = []
+        private = final[(final["a"] > 0) & (final["sigma"] > 0)]
+        for (lv, a, sigma), g in private.groupby(["level", "a", "sigma"], sort=True):
+            best = best_over_eta(g, metric)
+            eps = float(g["eps"].iloc[0])
+            if not (np.isfinite(eps) and np.isfinite(best["y"].iloc[0])):
+                continue
+            name = "global only" if math.isinf(a) else f"αQ = {lv}"
+            rows.append({**base, "curve": name, "level": lv, "a": a, "sigma": sigma, "window": "point", "x": eps,
+                         "y": float(best["y"].iloc[0]), "eta_best": float(best["eta_best"].iloc[0])})
+            points.append((eps, float(best["y"].iloc[0])))
+        for eps, acc in envelope(points, (eps_min, local_acc)):
+            rows.append({**base, "curve": PERSONALIZED, "level": "", "a": math.nan, "window": "point", "x": eps,
+                         "y": acc})
+        log(f"{gid}: local only {local_acc:.4f}; {len(points)} private points at round {T}")
+    df = pd.DataFrame(rows)
+    grid = np.geomspace(eps_min, eps_max, int(params.get("eps_grid_points", 41)))
+    out = [df]
+    for gid, d in df.groupby("panel", sort=False):
+        quantity = d["quantity"].iloc[0]
+        local_acc = float(d.loc[d["curve"] == "local only", "y"].iloc[0])
+        blue, black = (d[d["curve"] == name] for name in ("global only", PERSONALIZED))
+        curves = {"local only": np.full(len(grid), local_acc), "global only": _within(blue, grid),
+                  PERSONALIZED: _within(black, grid)}
+        curves["best of local and global"] = np.fmax(curves["local only"], curves["global only"])
+        for name, vals in curves.items():
+            out.append(pd.DataFrame({"panel": gid, "curve": name, "quantity": quantity, "window": "budget", "x": grid,
+                                     "y": vals}))
+        # the gain of personalization: area between the envelope and the better baseline over log ε
+        gap = np.nan_to_num(curves[PERSONALIZED] - curves["best of local and global"])
+        out.append(pd.DataFrame([{"panel": gid, "curve": "gain", "quantity": "gain_area", "window": "summary",
+                                  "x": 0.0, "y": float(np.trapezoid(gap, np.log(grid)))}]))
+        if not blue.empty:  # at the smallest ε where a global-only point exists: the envelope and local only
+            first = float(blue["x"].min())
+            out.append(pd.DataFrame([{"panel": gid, "curve": name, "quantity": quantity,
+                                      "window": "smallest_global_eps", "x": first, "y": float(value)}
+                                     for name, value in (("local only", local_acc),
+                                                         (PERSONALIZED, _within(black, np.array([first]))[0]))]))
+    df = pd.concat(out, ignore_index=True)
+    df["metric"] = df["quantity"].where(df["quantity"] != "gain_area", "accuracy")
+    df["metric_label"] = METRICS["accuracy"][1]
+    return df
+
+
+def _within(points: pd.DataFrame, budgets: np.ndarray) -> np.ndarray:
+    """For each budget ε: the best accuracy among the points with ε_point ≤ ε (NaN where there is none)."""
+    x, y = points["x"].to_numpy(float), points["y"].to_numpy(float)
+    return np.array([y[x <= e].max() if (x <= e).any() else np.nan for e in budgets])
