@@ -29,7 +29,9 @@ run = resolve(FIGURES[(job.paper, job.figure)].cell)  # imports outside the time
 t = time.perf_counter()
 df = run(job, inputs, lambda *a: None)
 loop = float(df["seconds_per_round"].iloc[0]) if "seconds_per_round" in df else None  # the round loop alone
-print(json.dumps({"seconds": time.perf_counter() - t, "loop_per_unit": loop,
+units = int(df["rounds_from_epochs"].iloc[0]) if "rounds_from_epochs" in df else None  # T set by the data
+configs = len(df[["a", "eta"]].drop_duplicates()) if {"a", "eta"} <= set(df.columns) else None  # a batch of configs
+print(json.dumps({"seconds": time.perf_counter() - t, "loop_per_unit": loop, "units": units, "configs": configs,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -82,18 +84,20 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
             # otherwise as total per unit × units
             per_unit = r["loop_per_unit"] if r.get("loop_per_unit") else r["seconds"] / trials
             setup = max(0.0, r["seconds"] - per_unit * trials)
-            rows.append((cell, per_unit, r["peak_mb"], setup))
+            rows.append((cell, per_unit, r["peak_mb"], setup, r.get("units") or full_units))
             seeds = len(job.params.get("seeds") or [1])
             per_seed = f" ({per_unit / seeds:7.2f} s/{unit} per seed)" if seeds > 1 else ""
+            if r.get("configs"):
+                per_seed += f" ({r['configs']} configs batched: {per_unit / r['configs'] * 1e3:.2f} ms/{unit} per config)"
             print(f"  {figure} {cell:28s} {per_unit:8.2f} s/{unit}{per_seed}  + {setup:6.1f} s setup and accounting"
                   f"   peak {r['peak_mb']:7.0f} MiB", flush=True)
         if not rows:
             continue
-        per_cell = [full_units * s + setup for _, s, _, setup in rows]
+        per_cell = [units * s + setup for _, s, _, setup, units in rows]  # a cell's own T where the data set it
         serial = sum(per_cell)
         # Snakemake runs cells in parallel; the figure takes at least its slowest cell
         parallel = max(serial / max(1, cores // threads), max(per_cell))
-        print(f"  {figure}: {sum(s for _, s, _, _ in rows):.1f} s per {unit} over {len(rows)} cells; projected at "
-              f"{full_units} {unit}s: {serial / 60:.1f} min one cell at a time ({threads} thread(s) each), "
+        print(f"  {figure}: {sum(r[1] for r in rows):.1f} s per {unit} over {len(rows)} cells; projected at "
+              f"{max(r[4] for r in rows)} {unit}s: {serial / 60:.1f} min one cell at a time ({threads} thread(s) each), "
               f"≈{parallel / 60:.1f} min on {cores} cores; "
-              f"peak {max(m for _, _, m, _ in rows):.0f} MiB per job")
+              f"peak {max(r[2] for r in rows):.0f} MiB per job")

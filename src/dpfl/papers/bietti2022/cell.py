@@ -48,6 +48,7 @@ class _Setup:
             syn = Synthetic(**p["synthetic"])
             truth, scales = syn.truth(dtype).to(device), syn.scales(dtype).to(device)
             self.N, self.d, self.K, self.q, self.T = syn.n_users, syn.dim, 1, 1.0, int(p["rounds"])
+            self.T_epochs = None  # T is configured, not derived from the data
             self.metric, self.eval_at = "excess_risk", set(range(self.T + 1))
 
             def stream(seed):
@@ -67,7 +68,8 @@ class _Setup:
             m, Q = int(p["batch"]), int(p["users_per_round"])
             self.N, self.d, self.K = data.n_users, data.dim, spec["classes"]
             self.q = min(1.0, Q / self.N)
-            self.T = int(p["rounds"]) if p.get("rounds") else data.rounds(float(p["epochs"]), Q, m)
+            self.T_epochs = data.rounds(float(p["epochs"]), Q, m)  # T of the configured passes (spec §3)
+            self.T = int(p["rounds"]) if p.get("rounds") else self.T_epochs
             every = int(p["eval_every"])
             self.metric, self.eval_at = "accuracy", set(range(0, self.T, every)) | {self.T}
             log(f"{self.task}: {self.N} users, {int(data.counts().sum())} training rows, d = {self.d}, K = {self.K}, "
@@ -140,4 +142,6 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     df["metric"] = setup.metric
     df["q"] = q
     df["grid"] = p.get("grid", setup.task)
+    if setup.T_epochs is not None:
+        df["rounds_from_epochs"] = setup.T_epochs  # the full run's T (the benchmark's reduced runs set rounds)
     return df

@@ -94,5 +94,6 @@ def bench_params(params: dict, units: int) -> dict:
 
 
 def bench_units(params: dict) -> tuple[int, str]:
-    """Rounds of the full cell (federated tasks: from the data, so the benchmark says so) and their name."""
-    return (int(params["rounds"]) if params.get("rounds") else 0), "round"
+    """Rounds of the figure's runs where configured (federated tasks with `rounds: null` take T from the data:
+    their cells report it, dpfl.bench uses that) and their name."""
+    return max([int(g["rounds"]) for g in params["grids"].values() if g.get("rounds")] or [0]), "round"
