@@ -75,6 +75,8 @@ class _Setup:
             log(f"{self.task}: {self.N} users, {int(data.counts().sum())} training rows, d = {self.d}, K = {self.K}, "
                 f"q = {self.q:g}, T = {self.T}")
 
+            self.data = data
+
             def stream(seed):
                 streams = Streams(data, m, self.q, np.random.default_rng(self.data_key(seed)))
                 return streams.next_batch
@@ -87,13 +89,84 @@ class _Setup:
         self.stream, self.evaluate = stream, evaluate
 
 
+class _LinearModel:
+    """The linear models (spec §2): W (G, d, K), Θ (N, d, G, K), both zero at the start."""
+
+    def __init__(self, setup, G, grid_t, clip, dtype, device):
+        self.setup, self.G, self.gt, self.clip, self.dtype, self.device = setup, G, grid_t, clip, dtype, device
+
+    def memory_mib(self) -> float:
+        s = self.setup
+        return self.G * s.N * s.d * s.K * torch_bytes(self.dtype) / 2**20
+
+    def start(self):
+        import torch
+
+        s = self.setup
+        return (torch.zeros((self.G, s.d, s.K), dtype=self.dtype, device=self.device),
+                torch.zeros((s.N, s.d, self.G, s.K), dtype=self.dtype, device=self.device))
+
+    def step(self, state, batch, noise_gen) -> None:
+        import torch
+
+        from dpfl.papers.bietti2022.ppsgd import ppsgd_round
+
+        s = self.setup
+        xi = torch.randn((s.d, s.K), generator=noise_gen, device=self.device).to(self.dtype)  # float32 draws
+        ppsgd_round(*state, batch, self.gt, clip=self.clip, q=s.q, n_users=s.N, xi=xi)
+
+    def evaluate(self, state) -> dict:
+        return self.setup.evaluate(*state)
+
+
+class _CnnModel(_LinearModel):
+    """The CNN (spec §2, EMNIST): Φ and w global (Glorot / N(0,1)/√32 init, key 42), Θ (N, G, 32, K) zero."""
+
+    def memory_mib(self) -> float:
+        from dpfl.papers.bietti2022.cnn import FEATURES
+
+        return self.G * self.setup.N * FEATURES * self.setup.K * torch_bytes(self.dtype) / 2**20
+
+    def start(self):
+        import torch
+
+        from dpfl.papers.bietti2022.cnn import FEATURES, initial
+
+        phi0, w0 = initial(self.setup.K, seed=42, dtype=self.dtype)
+        phi = {k: v.to(self.device)[None].repeat(self.G, *[1] * v.dim()).contiguous() for k, v in phi0.items()}
+        w = w0.to(self.device)[None].repeat(self.G, 1, 1).contiguous()
+        return phi, w, torch.zeros((self.setup.N, self.G, FEATURES, self.setup.K), dtype=self.dtype, device=self.device)
+
+    def step(self, state, batch, noise_gen) -> None:
+        import torch
+
+        from dpfl.papers.bietti2022.cnn import cnn_round
+
+        phi, w, _ = state
+        noise = {k: torch.randn(v.shape[1:], generator=noise_gen, device=self.device).to(self.dtype)
+                 for k, v in [*phi.items(), ("_w", w)]}
+        cnn_round(*state, batch, self.gt, clip=self.clip, q=self.setup.q, n_users=self.setup.N, noise=noise)
+
+    def evaluate(self, state) -> dict:
+        from dpfl.papers.bietti2022.cnn import cnn_accuracy
+
+        acc = cnn_accuracy(self.setup.data, *state).cpu().numpy()
+        return {"accuracy": np.where(np.isfinite(acc), acc, np.nan)}
+
+
+def torch_bytes(dtype) -> int:
+    import torch
+
+    return torch.finfo(dtype).bits // 8
+
+
 def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     import torch
 
     from dpfl.fl.device import describe, resolve_device
     from dpfl.io import Progress
     from dpfl.papers.bietti2022.methods import epsilon_curve
-    from dpfl.papers.bietti2022.ppsgd import Grid, grid_tensors, ppsgd_round
+    from dpfl.papers.bietti2022.ppsgd import Grid, grid_tensors
     from dpfl.seeds import rng_for
 
     p = job.params
@@ -105,9 +178,13 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     clip, delta = float(p["clip"]), float(p["delta"])
     setup = _Setup(job, inputs, dtype, device, log)
     N, d, K, q, T = setup.N, setup.d, setup.K, setup.q, setup.T
-    gt = grid_tensors(grid, dtype, device)
-    log(f"{job.cell}: {len(grid)} configs (η × a), N = {N}, d = {d}, K = {K}, T = {T}, seeds {list(p['seeds'])}, "
-        f"device {describe(device)}; Θ takes {len(grid) * N * d * K * torch.finfo(dtype).bits / 8 / 2**20:.0f} MiB")
+    kind = p.get("model", "linear")
+    if kind == "cnn" and setup.task not in FEDERATED:
+        raise ValueError(f"bietti2022 grid {p.get('grid')}: model cnn needs an image task ({', '.join(FEDERATED)})")
+    model = (_CnnModel if kind == "cnn" else _LinearModel)(setup, len(grid), grid_tensors(grid, dtype, device), clip,
+                                                         dtype, device)
+    log(f"{job.cell}: {kind} model, {len(grid)} configs (η × a), N = {N}, d = {d}, K = {K}, T = {T}, seeds "
+        f"{list(p['seeds'])}, device {describe(device)}; Θ takes {model.memory_mib():.0f} MiB")
     rows, start = [], time.perf_counter()
     every = max(1, T // 10)
     progress = Progress(len(p["seeds"]) * math.ceil(T / every), log, f"{job.cell}: checkpoint")
@@ -115,18 +192,15 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
         draw = setup.stream(seed)
         noise_gen = torch.Generator(device=device).manual_seed(
             int(rng_for(job.seed, "bietti2022", setup.task, "noise", seed, sigma or 0.0).integers(2**62)))
-        W = torch.zeros((len(grid), d, K), dtype=dtype, device=device)
-        Th = torch.zeros((N, d, len(grid), K), dtype=dtype, device=device)  # user-major (ppsgd_round)
-        rows.extend(_metric_rows(setup.evaluate(W, Th), grid, seed, 0))
+        state = model.start()
+        rows.extend(_metric_rows(model.evaluate(state), grid, seed, 0))
         for t in range(1, T + 1):
-            batch = draw()
-            xi = torch.randn((d, K), generator=noise_gen, device=device).to(dtype)  # float32 draws in any precision
-            ppsgd_round(W, Th, batch, gt, clip=clip, q=q, n_users=N, xi=xi)
+            model.step(state, draw(), noise_gen)
             if t in setup.eval_at:
-                rows.extend(_metric_rows(setup.evaluate(W, Th), grid, seed, t))
+                rows.extend(_metric_rows(model.evaluate(state), grid, seed, t))
             if t % every == 0 or t == T:
-                last = [r[setup.metric] for r in rows[-len(grid):]]
-                best = (np.nanmin if setup.metric == "excess_risk" else np.nanmax)(last + [np.nan]) \
+                last = np.array([r[setup.metric] for r in rows[-len(grid):]], float)
+                best = (np.nanmin if setup.metric == "excess_risk" else np.nanmax)(last) \
                     if np.isfinite(last).any() else np.nan
                 progress.step(f"seed {seed}, round {t}/{T}, best {setup.metric} {best:.4g}")
     seconds = time.perf_counter() - start
@@ -142,6 +216,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     df["metric"] = setup.metric
     df["q"] = q
     df["grid"] = p.get("grid", setup.task)
+    df["model"] = kind
     if setup.T_epochs is not None:
         df["rounds_from_epochs"] = setup.T_epochs  # the full run's T (the benchmark's reduced runs set rounds)
     return df
