@@ -34,7 +34,8 @@ def test_catalog_lists_every_dataset_with_sources():
     assert cat["creditcard"]["files"][0]["sha256"] is None and cat["creditcard"]["files"][0]["check"] == "creditcard"
     assert cat["insurance"]["kaggle"] == "mirichoi0218/insurance"
     assert cat["creditcard"]["kaggle"] == "mlg-ulb/creditcardfraud"
-    assert {n for n, e in cat.items() if e["standin"]} == {"mnist", "insurance", "obesity", "creditcard"}
+    assert {n for n, e in cat.items() if e["standin"]} == {"mnist", "insurance", "obesity", "creditcard",
+                                                           "stackoverflow", "emnist"}
     assert cat["emnist"]["files"][0]["name"] == "fed_emnist_digitsonly.tar.bz2"
     assert [f["name"] for f in cat["stackoverflow"]["files"]] == [
         "stackoverflow.tar.bz2", "stackoverflow.word_count.tar.bz2", "stackoverflow.tag_count.tar.bz2"]
