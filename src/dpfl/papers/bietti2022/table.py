@@ -46,11 +46,15 @@ def fig1(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
     runs = pd.concat(tables, ignore_index=True)
     metric = runs["metric"].iloc[0]
     local = runs[runs["a"] == 0]
-    levels = [level(a) for a in show.get("levels", grid["levels"])]
+    ran = [level(a) for a in grid["levels"]]  # `show` picks among the grid's runs (a reduced scale may have fewer)
+    levels = [a for a in (level(a) for a in show.get("levels", grid["levels"])) if a in ran]
+    sigmas = [float(s) for s in show.get("sigmas", grid["sigmas"]) if float(s) in [float(g) for g in grid["sigmas"]]]
+    if not levels or not sigmas:
+        raise ValueError(f"Fig 1: params.show picks no run of the grid (levels {grid['levels']}, σ {grid['sigmas']})")
     T = int(runs["round"].max())
     early_end = max(1, math.ceil(0.1 * T))
     rows = []
-    for sigma in show.get("sigmas", grid["sigmas"]):
+    for sigma in sigmas:
         sigma = float(sigma)
         panel = f"σ = {sigma:g}"
         d = pd.concat([local, runs[(runs["a"] > 0) & np.isclose(runs["sigma"].astype(float), sigma)]])
