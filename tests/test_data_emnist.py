@@ -182,13 +182,11 @@ def test_real_sizes_are_the_defaults():
 
 
 def test_standin_full_size_through_acquire_and_prepare(tmp_path):
-    """1000 writers (~100k train images) generated in seconds, verified, loaded and saved; sizes per spec."""
+    """1000 writers (~100k train images) generated, verified, loaded and saved; sizes per spec (speed: not timed
+    here, ≈13 s on one core)."""
     cat = config.load_datasets(Path(__file__).resolve().parent.parent)
     assert cat["emnist"]["standin"] == "emnist"
-    start = time.perf_counter()
     record = acquire("emnist", cat["emnist"], tmp_path / "raw" / "emnist", "standin")
-    seconds = time.perf_counter() - start
-    assert seconds < 60, seconds  # ~13 s on one core
     assert sorted(f["name"] for f in record["files"]) == [TEST, TRAIN]
     arrays, meta = prepare("emnist", tmp_path / "raw" / "emnist")
     save_prepared(tmp_path / "emnist.npz", arrays, meta)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from pathlib import Path
 
 import h5py
@@ -351,13 +350,11 @@ def test_loader_contract_on_the_standin(tmp_path):
 
 
 def test_standin_full_size_through_acquire_and_prepare(tmp_path):
-    """500 users (~230k documents) generated, verified, loaded and saved in seconds; per-user sizes per spec."""
+    """500 users (~230k documents) generated, verified, loaded and saved; per-user sizes per spec (speed: not timed
+    here, ≈3 s on one core)."""
     cat = config.load_datasets(Path(__file__).resolve().parent.parent)
     assert cat["stackoverflow"]["standin"] == "stackoverflow"
-    start = time.perf_counter()
     record = acquire("stackoverflow", cat["stackoverflow"], tmp_path / "raw" / "stackoverflow", "standin")
-    generated_in = time.perf_counter() - start
-    assert generated_in < 40, generated_in  # ~3 s on a laptop core
     assert sorted(f["name"] for f in record["files"]) == RAW_FILES
     arrays, meta = prepare("stackoverflow", tmp_path / "raw" / "stackoverflow")
     save_prepared(tmp_path / "stackoverflow.npz", arrays, meta)
