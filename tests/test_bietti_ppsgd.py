@@ -206,3 +206,11 @@ def test_cell_is_reproducible_and_records_epsilon():
     assert np.allclose(last["eps"], epsilon_curve(2.0, 1.0, 6, 1.0, 1e-4)[-1])
     assert (a.loc[a["round"] == 0, "eps"] == 0).all() and (a["eps"] == a["eps_certified"]).all()
     assert not a.groupby("seed")["excess_risk"].apply(tuple).duplicated().any()  # seeds see different data
+    # configs trained one at a time (a memory cap) replay the same data and noise: the same numbers
+    small = CellJob("bietti2022", "fig1a", "syn-sigma2", "none", "smoke", 0, "cpu", {**params, "max_memory_mib": 1e-6},
+                    {})
+    c = run_cell(small, {}, lambda m: None)
+    assert (c["config_batches"] == 4).all()
+    key = ["seed", "level", "eta", "round"]
+    pd_testing.assert_frame_equal(a.sort_values(key).reset_index(drop=True)[key + ["excess_risk", "eps"]],
+                                  c.sort_values(key).reset_index(drop=True)[key + ["excess_risk", "eps"]])

@@ -1,9 +1,9 @@
 """bietti2022 (Bietti, Wei, Dudík, Langford, Wu, ICML 2022): personalized private SGD (spec/bietti2022.md).
 
 Modules: `methods` (PP-SGD and its accounting), `ppsgd` (the round rule for the linear models, vectorized over a
-grid of (η, a, σ) configs; the synthetic task), `federated` (EMNIST: user sampling, minibatch streams, accuracy), `cnn` (the CNN round),
-`layout` (cells: a = 0 once, then one per σ), `cell` (one grid, every seed), `table` (best over η per evaluation
-point) and `plot`.
+grid of (η, a, σ) configs; the synthetic task), `federated` (EMNIST: user sampling, minibatch streams, accuracy),
+`cnn` (the CNN round), `sparse` (Stackoverflow: compact personal rows, sparse products), `layout` (cells: a = 0
+once, then one per σ), `cell` (one grid, every seed), `table` (best over η per evaluation point) and `plot`.
 """
 
 from dpfl.figure import FigureDef
@@ -14,7 +14,7 @@ FIGURES = {
     fig: FigureDef(table="dpfl.papers.bietti2022.table:fig1", plot="dpfl.papers.bietti2022.plot:fig1",
                    kind="experiment", has_compat=False, layout="dpfl.papers.bietti2022.layout",
                    cell="dpfl.papers.bietti2022.cell:run_cell")
-    for fig in ("fig1a", "fig1c", "fig1d")
+    for fig in ("fig1a", "fig1b", "fig1c", "fig1d")
 }
 FIGURES["fig2"] = FigureDef(table="dpfl.papers.bietti2022.table:fig2", plot="dpfl.papers.bietti2022.plot:fig2",
                             kind="experiment", has_compat=False, layout="dpfl.papers.bietti2022.layout",

@@ -19,7 +19,8 @@ import pandas as pd
 from dpfl.papers.bietti2022.layout import level, level_name, parse_cell
 
 #: per federated task: the prepared dataset, classes, the target shift (one-hot minus 0.1, spec §2)
-FEDERATED = {"emnist": {"dataset": "emnist", "classes": 10, "shift": 0.1}}
+FEDERATED = {"emnist": {"dataset": "emnist", "classes": 10, "shift": 0.1},
+             "stackoverflow": {"dataset": "stackoverflow", "classes": 80, "shift": 0.1, "sparse": True}}
 
 
 def _metric_rows(values: dict, grid, seed: int, t: int) -> list[dict]:
@@ -62,9 +63,16 @@ class _Setup:
         elif self.task in FEDERATED:
             from dpfl.papers.bietti2022.federated import FederatedTask, Streams, accuracy
 
+            from dpfl.papers.bietti2022.sparse import SparseStreams, SparseTask
+
             spec = FEDERATED[self.task]
             arrays = dict(np.load(inputs["prepared"][spec["dataset"]], allow_pickle=False))
-            data = FederatedTask.from_arrays(arrays, int(p["users"]), spec["classes"], spec["shift"], dtype, device)
+            self.sparse = spec.get("sparse", False)
+            if self.sparse:  # bag of words: compact personal rows, sparse products (dpfl.papers.bietti2022.sparse)
+                data = SparseTask.from_arrays(arrays, int(p["users"]), spec["shift"], dtype, device)
+                Streams = SparseStreams  # noqa: N806
+            else:
+                data = FederatedTask.from_arrays(arrays, int(p["users"]), spec["classes"], spec["shift"], dtype, device)
             m, Q = int(p["batch"]), int(p["users_per_round"])
             self.N, self.d, self.K = data.n_users, data.dim, spec["classes"]
             self.q = min(1.0, Q / self.N)
@@ -86,6 +94,7 @@ class _Setup:
                 return {"accuracy": np.where(np.isfinite(acc), acc, np.nan)}
         else:
             raise ValueError(f"bietti2022: unknown task {self.task!r}; known: synthetic, {', '.join(FEDERATED)}")
+        self.sparse = getattr(self, "sparse", False)
         self.stream, self.evaluate = stream, evaluate
 
 
@@ -154,6 +163,35 @@ class _CnnModel(_LinearModel):
         return {"accuracy": np.where(np.isfinite(acc), acc, np.nan)}
 
 
+class _SparseModel(_LinearModel):
+    """The linear model on bag-of-words rows: W (G, d, K) and the compact Θ (Σ_i |V_i| + 1, G, K)."""
+
+    def memory_mib(self) -> float:
+        return self.G * (self.setup.data.theta_rows() + self.setup.d) * self.setup.K * torch_bytes(self.dtype) / 2**20
+
+    def start(self):
+        import torch
+
+        s = self.setup
+        return (torch.zeros((self.G, s.d, s.K), dtype=self.dtype, device=self.device),
+                torch.zeros((s.data.theta_rows() + 1, self.G, s.K), dtype=self.dtype, device=self.device))
+
+    def step(self, state, batch, noise_gen) -> None:
+        import torch
+
+        from dpfl.papers.bietti2022.sparse import sparse_round
+
+        s = self.setup
+        xi = torch.randn((s.d, s.K), generator=noise_gen, device=self.device).to(self.dtype)
+        sparse_round(*state, batch, self.gt, clip=self.clip, q=s.q, n_users=s.N, xi=xi)
+
+    def evaluate(self, state) -> dict:
+        from dpfl.papers.bietti2022.sparse import sparse_accuracy
+
+        acc = sparse_accuracy(self.setup.data, *state).cpu().numpy()
+        return {"accuracy": np.where(np.isfinite(acc), acc, np.nan)}
+
+
 def torch_bytes(dtype) -> int:
     import torch
 
@@ -179,30 +217,38 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     setup = _Setup(job, inputs, dtype, device, log)
     N, d, K, q, T = setup.N, setup.d, setup.K, setup.q, setup.T
     kind = p.get("model", "linear")
-    if kind == "cnn" and setup.task not in FEDERATED:
-        raise ValueError(f"bietti2022 grid {p.get('grid')}: model cnn needs an image task ({', '.join(FEDERATED)})")
-    model = (_CnnModel if kind == "cnn" else _LinearModel)(setup, len(grid), grid_tensors(grid, dtype, device), clip,
-                                                         dtype, device)
-    log(f"{job.cell}: {kind} model, {len(grid)} configs (η × a), N = {N}, d = {d}, K = {K}, T = {T}, seeds "
-        f"{list(p['seeds'])}, device {describe(device)}; Θ takes {model.memory_mib():.0f} MiB")
+    if kind == "cnn" and (setup.task not in FEDERATED or setup.sparse):
+        raise ValueError(f"bietti2022 grid {p.get('grid')}: model cnn needs an image task (emnist)")
+    Model = _CnnModel if kind == "cnn" else _SparseModel if setup.sparse else _LinearModel  # noqa: N806
+    per_config = Model(setup, 1, None, clip, dtype, device).memory_mib()
+    # configs trained together: as many as fit `max_memory_mib` (each batch replays the same data and noise draws)
+    size = max(1, min(len(grid), int(float(p.get("max_memory_mib", 4096)) // max(per_config, 1e-9))))
+    batches = [np.arange(a, min(len(grid), a + size)) for a in range(0, len(grid), size)]
+    log(f"{job.cell}: {kind} model, {len(grid)} configs (η × a) in {len(batches)} batch(es) of ≤ {size}, N = {N}, "
+        f"d = {d}, K = {K}, T = {T}, seeds {list(p['seeds'])}, device {describe(device)}; the models take "
+        f"{per_config * size:.0f} MiB per batch")
     rows, start = [], time.perf_counter()
     every = max(1, T // 10)
-    progress = Progress(len(p["seeds"]) * math.ceil(T / every), log, f"{job.cell}: checkpoint")
-    for seed in p["seeds"]:
-        draw = setup.stream(seed)
-        noise_gen = torch.Generator(device=device).manual_seed(
-            int(rng_for(job.seed, "bietti2022", setup.task, "noise", seed, sigma or 0.0).integers(2**62)))
-        state = model.start()
-        rows.extend(_metric_rows(model.evaluate(state), grid, seed, 0))
-        for t in range(1, T + 1):
-            model.step(state, draw(), noise_gen)
-            if t in setup.eval_at:
-                rows.extend(_metric_rows(model.evaluate(state), grid, seed, t))
-            if t % every == 0 or t == T:
-                last = np.array([r[setup.metric] for r in rows[-len(grid):]], float)
-                best = (np.nanmin if setup.metric == "excess_risk" else np.nanmax)(last) \
-                    if np.isfinite(last).any() else np.nan
-                progress.step(f"seed {seed}, round {t}/{T}, best {setup.metric} {best:.4g}")
+    progress = Progress(len(batches) * len(p["seeds"]) * math.ceil(T / every), log, f"{job.cell}: checkpoint")
+    for idx in batches:
+        sub = Grid(grid.eta[idx], grid.a[idx], grid.sigma[idx])
+        model = Model(setup, len(sub), grid_tensors(sub, dtype, device), clip, dtype, device)
+        for seed in p["seeds"]:
+            draw = setup.stream(seed)
+            noise_gen = torch.Generator(device=device).manual_seed(
+                int(rng_for(job.seed, "bietti2022", setup.task, "noise", seed, sigma or 0.0).integers(2**62)))
+            state = model.start()
+            rows.extend(_metric_rows(model.evaluate(state), sub, seed, 0))
+            for t in range(1, T + 1):
+                model.step(state, draw(), noise_gen)
+                if t in setup.eval_at:
+                    rows.extend(_metric_rows(model.evaluate(state), sub, seed, t))
+                if t % every == 0 or t == T:
+                    last = np.array([r[setup.metric] for r in rows[-len(sub):]], float)
+                    best = (np.nanmin if setup.metric == "excess_risk" else np.nanmax)(last) \
+                        if np.isfinite(last).any() else np.nan
+                    progress.step(f"seed {seed}, round {t}/{T}, best {setup.metric} {best:.4g}")
+            del state
     seconds = time.perf_counter() - start
     df = pd.DataFrame(rows)
     eps = {level_name(a): np.concatenate([[0.0], epsilon_curve(sigma or 0.0, a, T, q, delta)])  # nothing at t = 0
@@ -211,7 +257,8 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     df["eps_certified"] = df["eps"]  # the noise used is the noise accounted for (multiplier σ on the sum's C)
     df["sigma"] = np.nan if sigma is None else sigma
     df["failed"] = ~np.isfinite(df[setup.metric])
-    df["seconds_per_round"] = seconds / (T * len(p["seeds"]))
+    df["seconds_per_round"] = seconds / (T * len(p["seeds"]))  # all configs of the cell, every batch
+    df["config_batches"] = len(batches)
     df["device"] = describe(device)
     df["metric"] = setup.metric
     df["q"] = q

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 #: the prepared dataset of each federated task (the synthetic task is generated in code)
-TASK_DATASETS = {"emnist": "emnist"}
+TASK_DATASETS = {"emnist": "emnist", "stackoverflow": "stackoverflow"}
 SHARED = ("delta", "seeds", "dtype")  # run settings every cell reads besides its grid
 
 
