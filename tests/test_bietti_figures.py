@@ -56,3 +56,23 @@ def test_fig2_table_from_cells():
     small = df[df["window"] == "smallest_global_eps"].set_index("curve")
     assert small.loc["local only", "y"] == 0.55 and small.loc[PERSONALIZED, "y"] == 0.58
     assert (small["x"] == 0.5).all()
+
+
+def test_fig1_best_of_groups_picks_the_best_final_level():
+    from dpfl.papers.bietti2022.table import fig1
+
+    rows = []
+    for lv, a, accs in (("0", 0.0, {0.1: 0.30}), ("1", 1.0, {0.1: 0.50, 1.0: 0.55}), ("10", 10.0, {0.1: 0.60}),
+                        ("inf", math.inf, {0.1: 0.40})):
+        for eta, acc in accs.items():
+            for t in (0, 10):
+                rows.append({"seed": 0, "level": lv, "a": a, "eta": eta, "round": t, "accuracy": acc if t else 0.1,
+                             "eps": 1.0 if t and a > 0 else 0.0, "sigma": math.nan if a == 0 else 2.0,
+                             "metric": "accuracy"})
+    params = {"grids": {"g": {"sigmas": [2.0], "levels": [0, 1, 10, "inf"]}},
+              "best_of": {"small": [0, 1], "large": [10, "inf"]}}
+    df = fig1(params, [pd.DataFrame(rows)], lambda m: None)
+    groups = df[df["level"].isin(["small", "large"])].set_index("level")
+    assert groups.loc["small", "y"] == 0.55 and groups.loc["small", "best_level"] == "1"
+    assert groups.loc["large", "y"] == 0.60 and groups.loc["large", "best_level"] == "10"
+    assert groups.loc["large", "curve"] == "best of αQ ∈ {10, ∞}" and (groups["window"] == "final").all()

@@ -75,6 +75,17 @@ def fig1(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
             rows.append({**base, "window": "final", "x": float(last["round"]), "y": float(last["y"]),
                          "eta_best": last["eta_best"]})
             log(f"{panel}, a = {name}: final {metric} {last['y']:.4g} (η = {last['eta_best']:g})")
+        # the best of a group of levels at the end (claims such as "max(a = 0, a = 1) > max(a = 100, a = ∞)")
+        for group, members in (params.get("best_of") or {}).items():
+            finals = [r for r in rows if r["panel"] == panel and r.get("window") == "final"
+                      and r["level"] in {level_name(level(a)) for a in members}]
+            if not finals:
+                continue
+            pick = (max if METRICS[metric][0] else min)(finals, key=lambda r: r["y"])
+            names = ", ".join(level_name(level(a)).replace("inf", "∞") for a in members)
+            rows.append({"panel": panel, "sigma": sigma, "curve": f"best of αQ ∈ {{{names}}}", "level": group,
+                         "a": math.nan, "quantity": metric, "window": "final", "x": pick["x"], "y": pick["y"],
+                         "best_level": pick["level"]})
         if sigma > 0:  # ε is the same for every a > 0 (and 0 at a = 0): one curve per panel
             private = d[d["a"] > 0]
             e = private.groupby("round")["eps"].first().sort_index()
