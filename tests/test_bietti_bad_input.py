@@ -3,7 +3,6 @@ what is allowed: negative a or η, σ < 0, C = 0, an unknown task, Q > N."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,23 +10,10 @@ import pytest
 from dpfl import config
 from dpfl.papers.bietti2022 import layout
 
+from tests.test_kato_bad_input import edit_in_figure, project  # noqa: F401  (project: a fixture)
+
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_FILE = "config/papers/bietti2022.yaml"
-
-
-@pytest.fixture
-def project(tmp_path):
-    for item in ("config", "workflow/schemas"):
-        shutil.copytree(ROOT / item, tmp_path / item)
-    return tmp_path
-
-
-def edit_in_figure(project: Path, figure: str, old: str, new: str) -> None:
-    path = project / PAPER_FILE
-    text = path.read_text()
-    start = text.index(f"\n  {figure}:\n")
-    at = text.index(old, start)
-    path.write_text(text[:at] + new + text[at + len(old):])
 
 
 @pytest.mark.parametrize("figure, old, new, key", [
@@ -38,7 +24,7 @@ def edit_in_figure(project: Path, figure: str, old: str, new: str) -> None:
     ("fig1c", "task: emnist", "task: emnist_full", "figures.fig1c.params.grids.emnist_linear.task"),
 ])
 def test_bad_grid_values_stop_naming_file_and_key(project, figure, old, new, key):
-    edit_in_figure(project, figure, old, new)
+    edit_in_figure(project, figure, old, new, PAPER_FILE)
     with pytest.raises(config.ConfigError) as err:
         config.load(project)
     msg = str(err.value)

@@ -59,9 +59,9 @@ def project(tmp_path):
     return tmp_path
 
 
-def edit_in_figure(project: Path, figure: str, old: str, new: str) -> None:
-    """Replace the first `old` after the line `  <figure>:` of the kato2024 paper file."""
-    path = project / PAPER_FILE
+def edit_in_figure(project: Path, figure: str, old: str, new: str, paper_file: str = PAPER_FILE) -> None:
+    """Replace the first `old` after the line `  <figure>:` of a paper file (default: kato2024's)."""
+    path = project / paper_file
     text = path.read_text()
     start = text.index(f"\n  {figure}:\n")
     at = text.index(old, start)

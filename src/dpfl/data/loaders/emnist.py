@@ -25,6 +25,7 @@ import h5py
 import numpy as np
 
 from dpfl.data.common import DataError
+from dpfl.data.loaders.tff import examples_group, open_h5
 
 VERSION = 1
 DATASET = "emnist"
@@ -37,8 +38,9 @@ CLASSES = 10
 def load(raw_dir: Path) -> tuple[dict, dict]:
     raw_dir = Path(raw_dir)
     train_path, test_path = raw_dir / TRAIN_FILE, raw_dir / TEST_FILE
-    with _open(train_path) as train_h5, _open(test_path) as test_h5:
-        train_examples, test_examples = _examples(train_h5, train_path), _examples(test_h5, test_path)
+    with open_h5(DATASET, train_path) as train_h5, open_h5(DATASET, test_path) as test_h5:
+        train_examples, test_examples = (examples_group(DATASET, h5, path, "pixels, label")
+                                         for h5, path in ((train_h5, train_path), (test_h5, test_path)))
         try:
             all_ids = sorted(train_examples)
         except (OSError, KeyError, RuntimeError, ValueError) as exc:
@@ -66,37 +68,6 @@ def load(raw_dir: Path) -> tuple[dict, dict]:
         info["per_user"][split] = {"min": int(sizes.min()), "median": float(np.median(sizes)), "max": int(sizes.max())}
         info["label_counts"][split] = np.bincount(y, minlength=CLASSES).tolist()
     return arrays, info
-
-
-class _open:
-    """h5py.File for reading, with DataError for a missing or unreadable file."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self) -> h5py.File:
-        if not self.path.is_file():
-            raise DataError(f"{DATASET}: {self.path.name}: file not found ({self.path})")
-        try:
-            self.file = h5py.File(self.path, "r")
-        except OSError as exc:
-            raise DataError(f"{DATASET}: {self.path.name}: not a readable HDF5 file (truncated or corrupt?): "
-                            f"{exc}") from None
-        return self.file
-
-    def __exit__(self, *exc) -> None:
-        self.file.close()
-
-
-def _examples(h5: h5py.File, path: Path) -> h5py.Group:
-    try:
-        group = h5.get("examples")
-    except (OSError, KeyError, RuntimeError) as exc:
-        raise DataError(f"{DATASET}: {path.name}: cannot read the 'examples' group (truncated or corrupt?): "
-                        f"{exc}") from None
-    if not isinstance(group, h5py.Group):
-        raise DataError(f"{DATASET}: {path.name}: no 'examples' group (expected examples/<client_id>/pixels, label)")
-    return group
 
 
 def _read_client(examples: h5py.Group, cid: str, path: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -48,6 +48,7 @@ import h5py
 import numpy as np
 
 from dpfl.data.common import DataError
+from dpfl.data.loaders.tff import examples_group, open_h5
 
 VERSION = 1
 DATASET = "stackoverflow"
@@ -68,8 +69,9 @@ def load(raw_dir: Path) -> tuple[dict, dict]:
     tag_index = {t.encode("utf-8"): i for i, t in enumerate(tags)}
     splits = {"train": _Split(len(words), len(tags)), "test": _Split(len(words), len(tags))}
     test_path, train_path = raw_dir / TEST_FILE, raw_dir / TRAIN_FILE
-    with _open(test_path) as test_h5, _open(train_path) as train_h5:
-        test_examples, train_examples = _examples(test_h5, test_path), _examples(train_h5, train_path)
+    with open_h5(DATASET, test_path) as test_h5, open_h5(DATASET, train_path) as train_h5:
+        test_examples, train_examples = (examples_group(DATASET, h5, path, "tokens, title, tags, ...")
+                                         for h5, path in ((test_h5, test_path), (train_h5, train_path)))
         client_ids = _first_clients(test_examples, test_path, USERS)
         missing, cut = [], 0
         for cid in client_ids:
@@ -160,37 +162,6 @@ def read_tags(path: Path, n: int) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 # HDF5
 # --------------------------------------------------------------------------------------------------
-
-
-class _open:
-    """h5py.File for reading, with DataError for a missing or unreadable file."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self) -> h5py.File:
-        if not self.path.is_file():
-            raise DataError(f"{DATASET}: {self.path.name}: file not found ({self.path})")
-        try:
-            self.file = h5py.File(self.path, "r")
-        except OSError as exc:
-            raise DataError(f"{DATASET}: {self.path.name}: not a readable HDF5 file (truncated or corrupt?): "
-                            f"{exc}") from None
-        return self.file
-
-    def __exit__(self, *exc) -> None:
-        self.file.close()
-
-
-def _examples(h5: h5py.File, path: Path) -> h5py.Group:
-    try:
-        group = h5.get("examples")
-    except (OSError, KeyError, RuntimeError) as exc:
-        raise DataError(f"{DATASET}: {path.name}: cannot read the 'examples' group (truncated or corrupt?): "
-                        f"{exc}") from None
-    if not isinstance(group, h5py.Group):
-        raise DataError(f"{DATASET}: {path.name}: no 'examples' group (expected examples/<client_id>/...)")
-    return group
 
 
 def _first_clients(examples: h5py.Group, path: Path, n: int) -> list[str]:

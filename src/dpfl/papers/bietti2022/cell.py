@@ -42,6 +42,7 @@ class _Setup:
         from dpfl.seeds import rng_for
 
         p, self.task = job.params, job.params["task"]
+        self.sparse = False  # bag-of-words rows (Stackoverflow)
         self.data_key = lambda seed: int(rng_for(job.seed, "bietti2022", self.task, "data", seed).integers(2**62))
         if self.task == "synthetic":
             from dpfl.papers.bietti2022.ppsgd import Synthetic, excess_risk
@@ -94,7 +95,6 @@ class _Setup:
                 return {"accuracy": np.where(np.isfinite(acc), acc, np.nan)}
         else:
             raise ValueError(f"bietti2022: unknown task {self.task!r}; known: synthetic, {', '.join(FEDERATED)}")
-        self.sparse = getattr(self, "sparse", False)
         self.stream, self.evaluate = stream, evaluate
 
 

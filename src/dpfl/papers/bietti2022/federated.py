@@ -18,8 +18,25 @@ import torch
 from dpfl.papers.bietti2022.ppsgd import Batch
 
 
+class UserRows:
+    """What the streams and T need of a task: `offsets` (N + 1,), user i's training rows offsets[i]:offsets[i+1]."""
+
+    offsets: np.ndarray
+
+    @property
+    def n_users(self) -> int:
+        return len(self.offsets) - 1
+
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def rounds(self, epochs: float, per_round: int, m: int) -> int:
+        """T = ⌈E·Σ_i ⌊n_i/m⌋ / Q⌉ (spec §3): each user is then sampled ≈ E·mean⌊n_i/m⌋ times in expectation."""
+        return max(1, math.ceil(epochs * int((self.counts() // m).sum()) / per_round))
+
+
 @dataclass
-class FederatedTask:
+class FederatedTask(UserRows):
     """Users' training rows X (n, d) with targets Y (n, K) and offsets (N + 1,), test rows with labels likewise,
     on one device. `targets`: one-hot labels minus `shift` (spec §2: +0.9 / −0.1)."""
 
@@ -49,33 +66,22 @@ class FederatedTask:
                    torch.as_tensor(np.asarray(arrays["y_test"][: toff[-1]], np.int64), device=device), toff, classes)
 
     @property
-    def n_users(self) -> int:
-        return len(self.offsets) - 1
-
-    @property
     def dim(self) -> int:
         return self.X.shape[1]
-
-    def counts(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def rounds(self, epochs: float, per_round: int, m: int) -> int:
-        """T = ⌈E·Σ_i ⌊n_i/m⌋ / Q⌉ (spec §3): each user is then sampled ≈ E·mean⌊n_i/m⌋ times in expectation."""
-        return max(1, math.ceil(epochs * int((self.counts() // m).sum()) / per_round))
 
 
 class Streams:
     """Poisson user sampling at rate q and each user's cycling stream of contiguous minibatches of m rows."""
 
-    def __init__(self, task: FederatedTask, m: int, q: float, rng: np.random.Generator):
+    def __init__(self, task, m: int, q: float, rng: np.random.Generator):
         self.task, self.m, self.q, self.rng = task, m, q, rng
         self.n_batches = task.counts() // m
         self.order = [rng.permutation(int(b)) for b in self.n_batches]  # the first epoch of every user
         self.pos = np.zeros(task.n_users, dtype=np.int64)
-        self.arange = torch.arange(m, device=task.X.device)
 
-    def next_batch(self) -> Batch:
-        """The round's sampled users (Poisson, rate q) and the next minibatch of each."""
+    def draw(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The round's sampled users (Poisson, rate q), whether each has a minibatch (n_i ≥ m), and the first
+        training row of its next minibatch (0 where it has none); advances the users' streams."""
         users = np.flatnonzero(self.rng.random(self.task.n_users) < self.q)
         starts = np.zeros(len(users), dtype=np.int64)
         valid = self.n_batches[users] > 0
@@ -87,8 +93,13 @@ class Streams:
             if self.pos[i] == self.n_batches[i]:  # epoch done: a new permutation of the user's minibatches
                 self.order[i] = self.rng.permutation(int(self.n_batches[i]))
                 self.pos[i] = 0
+        return users, valid, starts
+
+    def next_batch(self) -> Batch:
+        """The sampled users' next minibatches (dense rows)."""
+        users, valid, starts = self.draw()
         dev = self.task.X.device
-        rows = (torch.as_tensor(starts, device=dev)[:, None] + self.arange[None]).reshape(-1)
+        rows = (torch.as_tensor(starts, device=dev)[:, None] + torch.arange(self.m, device=dev)[None]).reshape(-1)
         L = len(users)
         X = self.task.X.index_select(0, rows).reshape(L, self.m, -1)
         Y = self.task.Y.index_select(0, rows).reshape(L, self.m, -1)

@@ -10,17 +10,17 @@ the sparse rows directly.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from dpfl.fl.aggregate import clip_factor
+from dpfl.papers.bietti2022.federated import Streams, UserRows
 
 
 @dataclass
-class SparseTask:
+class SparseTask(UserRows):
     """Users' training rows (CSR) with multi-hot targets, their vocabularies, and the test rows."""
 
     indptr: np.ndarray
@@ -70,16 +70,6 @@ class SparseTask:
         return cls(ip, idx, val, local, Y, off, np.concatenate(vocab) if vocab else np.zeros(0, np.int64),
                    np.asarray(vocab_off), test, toff, dim, classes, device, dtype)
 
-    @property
-    def n_users(self) -> int:
-        return len(self.offsets) - 1
-
-    def counts(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def rounds(self, epochs: float, per_round: int, m: int) -> int:
-        return max(1, math.ceil(epochs * int((self.counts() // m).sum()) / per_round))
-
     def theta_rows(self) -> int:
         return int(self.vocab_offsets[-1])
 
@@ -113,29 +103,12 @@ class SparseBatch:
     valid: torch.Tensor  # (L,)
 
 
-class SparseStreams:
-    """Poisson user sampling and per-user cycling minibatch streams (as dpfl.papers.bietti2022.federated.Streams)
-    on a SparseTask."""
-
-    def __init__(self, task: SparseTask, m: int, q: float, rng: np.random.Generator):
-        self.task, self.m, self.q, self.rng = task, m, q, rng
-        self.n_batches = task.counts() // m
-        self.order = [rng.permutation(int(b)) for b in self.n_batches]
-        self.pos = np.zeros(task.n_users, dtype=np.int64)
+class SparseStreams(Streams):
+    """The user sampling and minibatch streams of dpfl.papers.bietti2022.federated.Streams, batches of sparse rows."""
 
     def next_batch(self) -> SparseBatch:
         t, m = self.task, self.m
-        users = np.flatnonzero(self.rng.random(t.n_users) < self.q)
-        valid = self.n_batches[users] > 0
-        starts = np.zeros(len(users), dtype=np.int64)
-        for j, i in enumerate(users):
-            if not valid[j]:
-                continue
-            starts[j] = t.offsets[i] + self.order[i][self.pos[i]] * m
-            self.pos[i] += 1
-            if self.pos[i] == self.n_batches[i]:
-                self.order[i] = self.rng.permutation(int(self.n_batches[i]))
-                self.pos[i] = 0
+        users, valid, starts = self.draw()
         rows = (starts[:, None] + np.arange(m)[None]).reshape(-1)
         live = np.repeat(valid, m)  # a user with n_i < m: empty rows (it sends nothing)
         rows = np.where(live, rows, 0)
