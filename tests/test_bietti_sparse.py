@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dpfl.papers.bietti2022.ppsgd import Batch, Grid, grid_tensors, ppsgd_round
-from dpfl.papers.bietti2022.sparse import SparseStreams, SparseTask, sparse_accuracy, sparse_round
+from dpfl.papers.bietti2022.sparse import SparseState, SparseStreams, SparseTask, sparse_accuracy, sparse_round
 
 DT = torch.float64
 
@@ -83,13 +83,14 @@ def test_sparse_round_equals_the_dense_round(q):
         lo, hi = task.vocab_offsets[i], task.vocab_offsets[i + 1]
         dense_th[i, task.vocab[lo:hi]] = theta[lo:hi]
     W_dense = W.clone()
+    state = SparseState.from_weights(W, theta, gt, clip=clip, q=q, n_users=N)
     for _ in range(4):
         b = streams.next_batch()
-        L = len(b.users)
-        dense = Batch(b.users, b.X.to_dense().reshape(L, m, d), b.Y, b.valid)
+        dense = Batch(b.users, b.dense_rows(d), b.Y, b.valid)
         xi = torch.tensor(rng.normal(size=(d, K)))
         ppsgd_round(W_dense, dense_th, dense, gt, clip=clip, q=q, n_users=N, xi=xi)
-        sparse_round(W, theta, b, gt, clip=clip, q=q, n_users=N, xi=xi)
+        sparse_round(state, b, gt, clip=clip, q=q, n_users=N, xi=xi)
+    W, theta = state.weights(), state.theta
     assert torch.allclose(W, W_dense, atol=1e-12, rtol=1e-9)
     for i in range(N):
         lo, hi = task.vocab_offsets[i], task.vocab_offsets[i + 1]
@@ -98,7 +99,7 @@ def test_sparse_round_equals_the_dense_round(q):
         assert torch.equal(dense_th[i, outside], torch.zeros_like(dense_th[i, outside]))  # never moves there
     assert torch.equal(theta[-1], torch.zeros_like(theta[-1]))  # the spare padding row stays zero
     # accuracy: a hit if the argmax tag is one of the document's tags
-    acc = sparse_accuracy(task, W, theta)
+    acc = sparse_accuracy(task, state, chunk=3)
     want = np.zeros(G)
     for i in range(N):
         for r in range(a["test_offsets"][i], a["test_offsets"][i + 1]):

@@ -31,7 +31,10 @@ df = run(job, inputs, lambda *a: None)
 loop = float(df["seconds_per_round"].iloc[0]) if "seconds_per_round" in df else None  # the round loop alone
 units = int(df["rounds_from_epochs"].iloc[0]) if "rounds_from_epochs" in df else None  # T set by the data
 configs = len(df[["a", "eta"]].drop_duplicates()) if {"a", "eta"} <= set(df.columns) else None  # a batch of configs
+per_eval = float(df["seconds_per_evaluation"].iloc[0]) if "seconds_per_evaluation" in df else 0.0  # evaluations apart
+evals = int(df["evaluations"].iloc[0]) if "evaluations" in df else 0
 print(json.dumps({"seconds": time.perf_counter() - t, "loop_per_unit": loop, "units": units, "configs": configs,
+                  "per_eval": per_eval, "evals": evals,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -77,19 +80,24 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
         for cell in jobs.cell_ids(cfg, paper, figure, "none"):
             if cells and cell not in cells:
                 continue
-            job = jobs.build_cell_job(cfg, paper, figure, cell, "none")
-            job = dataclasses.replace(job, params=lay.bench_params(job.params, trials))
+            full = jobs.build_cell_job(cfg, paper, figure, cell, "none")
+            job = dataclasses.replace(full, params=lay.bench_params(full.params, trials))
             r = _run_child(job, inputs, env, threads)
             # a cell that times its own loop (kato2024: seconds per round) is projected as setup + loop × units;
-            # otherwise as total per unit × units
+            # otherwise as total per unit × units. A cell that times its evaluations apart (bietti2022) adds them
+            # at the full run's count: a short run evaluates far more often per round than the full one.
             per_unit = r["loop_per_unit"] if r.get("loop_per_unit") else r["seconds"] / trials
-            setup = max(0.0, r["seconds"] - per_unit * trials)
-            rows.append((cell, per_unit, r["peak_mb"], setup, r.get("units") or full_units))
+            setup = max(0.0, r["seconds"] - per_unit * trials - r.get("per_eval", 0.0) * r.get("evals", 0))
+            units = r.get("units") or full_units
+            evals = lay.bench_evaluations(full.params, units) if hasattr(lay, "bench_evaluations") else 0
+            setup += r.get("per_eval", 0.0) * evals  # the full run's evaluations, counted with the fixed costs
+            rows.append((cell, per_unit, r["peak_mb"], setup, units))
             seeds = len(job.params.get("seeds") or [1])
             per_seed = f" ({per_unit / seeds:7.2f} s/{unit} per seed)" if seeds > 1 else ""
             if r.get("configs"):
                 per_seed += f" ({r['configs']} configs batched: {per_unit / r['configs'] * 1e3:.2f} ms/{unit} per config)"
-            print(f"  {figure} {cell:28s} {per_unit:8.2f} s/{unit}{per_seed}  + {setup:6.1f} s setup and accounting"
+            what = f"setup, accounting and {evals} evaluations" if evals else "setup and accounting"
+            print(f"  {figure} {cell:28s} {per_unit:8.2f} s/{unit}{per_seed}  + {setup:6.1f} s {what}"
                   f"   peak {r['peak_mb']:7.0f} MiB", flush=True)
         if not rows:
             continue

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from dpfl.papers.bietti2022.layout import level, level_name, parse_cell
+from dpfl.papers.bietti2022.layout import evaluation_rounds, level, level_name, parse_cell
 
 #: per federated task: the prepared dataset, classes, the target shift (one-hot minus 0.1, spec §2)
 FEDERATED = {"emnist": {"dataset": "emnist", "classes": 10, "shift": 0.1},
@@ -51,7 +51,7 @@ class _Setup:
             truth, scales = syn.truth(dtype).to(device), syn.scales(dtype).to(device)
             self.N, self.d, self.K, self.q, self.T = syn.n_users, syn.dim, 1, 1.0, int(p["rounds"])
             self.T_epochs = None  # T is configured, not derived from the data
-            self.metric, self.eval_at = "excess_risk", set(range(self.T + 1))
+            self.metric, self.eval_at = "excess_risk", evaluation_rounds(self.T, None)
 
             def stream(seed):
                 gen = torch.Generator(device=device).manual_seed(self.data_key(seed))
@@ -79,8 +79,7 @@ class _Setup:
             self.q = min(1.0, Q / self.N)
             self.T_epochs = data.rounds(float(p["epochs"]), Q, m)  # T of the configured passes (spec §3)
             self.T = int(p["rounds"]) if p.get("rounds") else self.T_epochs
-            every = int(p["eval_every"])
-            self.metric, self.eval_at = "accuracy", set(range(0, self.T, every)) | {self.T}
+            self.metric, self.eval_at = "accuracy", evaluation_rounds(self.T, p["eval_every"])
             log(f"{self.task}: {self.N} users, {int(data.counts().sum())} training rows, d = {self.d}, K = {self.K}, "
                 f"q = {self.q:g}, T = {self.T}")
 
@@ -98,11 +97,29 @@ class _Setup:
         self.stream, self.evaluate = stream, evaluate
 
 
+class _Storage:
+    """Zeroed storage reused by the models of successive config batches and seeds: allocating a multi-GiB Θ anew
+    costs seconds of page faults each time (Stackoverflow: ≈ 4 s per 4 GiB batch)."""
+
+    def __init__(self):
+        self.flat = None
+
+    def zeros(self, shape, dtype, device):
+        import torch
+
+        n = math.prod(shape)
+        if self.flat is None or self.flat.numel() < n or self.flat.dtype != dtype:
+            self.flat = None  # free the old storage first
+            self.flat = torch.empty(n, dtype=dtype, device=device)
+        return self.flat[:n].view(shape).zero_()
+
+
 class _LinearModel:
     """The linear models (spec §2): W (G, d, K), Θ (N, d, G, K), both zero at the start."""
 
-    def __init__(self, setup, G, grid_t, clip, dtype, device):
+    def __init__(self, setup, G, grid_t, clip, dtype, device, storage=None):
         self.setup, self.G, self.gt, self.clip, self.dtype, self.device = setup, G, grid_t, clip, dtype, device
+        self.storage = storage or _Storage()
 
     def memory_mib(self) -> float:
         s = self.setup
@@ -113,7 +130,7 @@ class _LinearModel:
 
         s = self.setup
         return (torch.zeros((self.G, s.d, s.K), dtype=self.dtype, device=self.device),
-                torch.zeros((s.N, s.d, self.G, s.K), dtype=self.dtype, device=self.device))
+                self.storage.zeros((s.N, s.d, self.G, s.K), self.dtype, self.device))
 
     def step(self, state, batch, noise_gen) -> None:
         import torch
@@ -170,11 +187,12 @@ class _SparseModel(_LinearModel):
         return self.G * (self.setup.data.theta_rows() + self.setup.d) * self.setup.K * torch_bytes(self.dtype) / 2**20
 
     def start(self):
-        import torch
+        from dpfl.papers.bietti2022.sparse import SparseState
 
         s = self.setup
-        return (torch.zeros((self.G, s.d, s.K), dtype=self.dtype, device=self.device),
-                torch.zeros((s.data.theta_rows() + 1, self.G, s.K), dtype=self.dtype, device=self.device))
+        return SparseState.zeros(s.d, s.K, s.data.theta_rows(), self.gt, clip=self.clip, q=s.q, n_users=s.N,
+                                 dtype=self.dtype, device=self.device,
+                                 theta=self.storage.zeros((s.data.theta_rows() + 1, self.G, s.K), self.dtype, self.device))
 
     def step(self, state, batch, noise_gen) -> None:
         import torch
@@ -183,12 +201,12 @@ class _SparseModel(_LinearModel):
 
         s = self.setup
         xi = torch.randn((s.d, s.K), generator=noise_gen, device=self.device).to(self.dtype)
-        sparse_round(*state, batch, self.gt, clip=self.clip, q=s.q, n_users=s.N, xi=xi)
+        sparse_round(state, batch, self.gt, clip=self.clip, q=s.q, n_users=s.N, xi=xi)
 
     def evaluate(self, state) -> dict:
         from dpfl.papers.bietti2022.sparse import sparse_accuracy
 
-        acc = sparse_accuracy(self.setup.data, *state).cpu().numpy()
+        acc = sparse_accuracy(self.setup.data, state).cpu().numpy()
         return {"accuracy": np.where(np.isfinite(acc), acc, np.nan)}
 
 
@@ -227,22 +245,26 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     log(f"{job.cell}: {kind} model, {len(grid)} configs (η × a) in {len(batches)} batch(es) of ≤ {size}, N = {N}, "
         f"d = {d}, K = {K}, T = {T}, seeds {list(p['seeds'])}, device {describe(device)}; the models take "
         f"{per_config * size:.0f} MiB per batch")
-    rows, start = [], time.perf_counter()
+    rows, start, evaluating, starting, storage = [], time.perf_counter(), 0.0, 0.0, _Storage()
     every = max(1, T // 10)
     progress = Progress(len(batches) * len(p["seeds"]) * math.ceil(T / every), log, f"{job.cell}: checkpoint")
     for idx in batches:
         sub = Grid(grid.eta[idx], grid.a[idx], grid.sigma[idx])
-        model = Model(setup, len(sub), grid_tensors(sub, dtype, device), clip, dtype, device)
+        model = Model(setup, len(sub), grid_tensors(sub, dtype, device), clip, dtype, device, storage)
         for seed in p["seeds"]:
             draw = setup.stream(seed)
             noise_gen = torch.Generator(device=device).manual_seed(
                 int(rng_for(job.seed, "bietti2022", setup.task, "noise", seed, sigma or 0.0).integers(2**62)))
+            tick = time.perf_counter()
             state = model.start()
-            rows.extend(_metric_rows(model.evaluate(state), sub, seed, 0))
-            for t in range(1, T + 1):
-                model.step(state, draw(), noise_gen)
+            starting += time.perf_counter() - tick  # a fixed cost, not a round's (dpfl.bench)
+            for t in range(0, T + 1):
+                if t > 0:
+                    model.step(state, draw(), noise_gen)
                 if t in setup.eval_at:
+                    tick = time.perf_counter()
                     rows.extend(_metric_rows(model.evaluate(state), sub, seed, t))
+                    evaluating += time.perf_counter() - tick
                 if t % every == 0 or t == T:
                     last = np.array([r[setup.metric] for r in rows[-len(sub):]], float)
                     best = (np.nanmin if setup.metric == "excess_risk" else np.nanmax)(last) \
@@ -257,7 +279,10 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     df["eps_certified"] = df["eps"]  # the noise used is the noise accounted for (multiplier σ on the sum's C)
     df["sigma"] = np.nan if sigma is None else sigma
     df["failed"] = ~np.isfinite(df[setup.metric])
-    df["seconds_per_round"] = seconds / (T * len(p["seeds"]))  # all configs of the cell, every batch
+    # per seed, all configs of the cell (every batch): a round's training, and one evaluation (dpfl.bench)
+    df["seconds_per_round"] = (seconds - evaluating - starting) / (T * len(p["seeds"]))
+    df["seconds_per_evaluation"] = evaluating / (len(setup.eval_at) * len(p["seeds"]))
+    df["evaluations"] = len(setup.eval_at) * len(p["seeds"])
     df["config_batches"] = len(batches)
     df["device"] = describe(device)
     df["metric"] = setup.metric

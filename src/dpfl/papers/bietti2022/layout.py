@@ -93,6 +93,18 @@ def bench_params(params: dict, units: int) -> dict:
     return {**params, "rounds": int(units)}
 
 
+def evaluation_rounds(rounds: int, every: int | None) -> set[int]:
+    """The rounds evaluated (before that round's update; `rounds` = after the last): every round when `every` is
+    None (the synthetic task), else 0, every, 2·every, … and the last (spec §2)."""
+    return set(range(rounds + 1)) if every is None else set(range(0, rounds, int(every))) | {rounds}
+
+
+def bench_evaluations(params: dict, rounds: int) -> int:
+    """How many evaluations a cell with these params makes in `rounds` rounds (dpfl.bench projects their time apart
+    from the rounds')."""
+    return len(evaluation_rounds(rounds, None if params["task"] == "synthetic" else params["eval_every"]))
+
+
 def bench_units(params: dict) -> tuple[int, str]:
     """Rounds of the figure's runs where configured (federated tasks with `rounds: null` take T from the data:
     their cells report it, dpfl.bench uses that) and their name."""

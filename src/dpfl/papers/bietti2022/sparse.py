@@ -74,33 +74,34 @@ class SparseTask(UserRows):
         return int(self.vocab_offsets[-1])
 
 
-def _block(indptr, indices, data, local, starts, ends, width, dim, dtype, device, positions: bool = False):
-    """Rows given by nonzero ranges [starts, ends) of a CSR matrix: (sparse (r, dim) rows, dense (r, width) rows on
-    local columns: `local` per nonzero of the matrix, or with `positions` per taken nonzero in order; a nonzero with
-    local index −1 (a word outside the user's vocabulary) is left out there)."""
-    lens = ends - starts
-    take = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)] + [np.zeros(0, np.int64)])
-    local = local if positions else local[take]
-    take_local = np.arange(len(take))
-    rr = torch.as_tensor(np.repeat(np.arange(len(starts)), lens), device=device)
-    vals = torch.as_tensor(data[take], dtype=dtype, device=device)
-    glob = torch.sparse_coo_tensor(torch.stack([rr, torch.as_tensor(indices[take], dtype=torch.int64, device=device)]),
-                                   vals, (len(starts), dim), check_invariants=False).coalesce()
-    loc = torch.zeros((len(starts), width), dtype=dtype, device=device)
-    lidx = torch.as_tensor(local[take_local], device=device)
-    keep = lidx >= 0
-    loc.index_put_((rr[keep], lidx[keep]), vals[keep], accumulate=True)
+def _block(values, lens, cols, local, n_cols, width, dtype, device):
+    """Rows of a CSR matrix, given by their nonzeros' values and each row's count, twice: sparse (r, n_cols) on the
+    columns `cols` and dense (r, width) on the columns `local` (both given per nonzero)."""
+    rr = torch.as_tensor(np.repeat(np.arange(len(lens)), lens), device=device)
+    vals = torch.as_tensor(values, dtype=dtype, device=device)
+    glob = torch.sparse_coo_tensor(torch.stack([rr, torch.as_tensor(cols, dtype=torch.int64, device=device)]),
+                                   vals, (len(lens), n_cols), check_invariants=False).coalesce()
+    loc = torch.zeros((len(lens), width), dtype=dtype, device=device)
+    loc.index_put_((rr, torch.as_tensor(local, device=device)), vals, accumulate=True)
     return glob, loc
 
 
 @dataclass
 class SparseBatch:
     users: torch.Tensor  # (L,)
-    X: torch.Tensor  # sparse (L·m, d)
+    cols: torch.Tensor  # (c,) the global word ids the batch's documents use, sorted
+    X: torch.Tensor  # sparse (L·m, c): the batch's rows on those words only
     X_local: torch.Tensor  # (L, m, U) dense on the words of each user's m documents (padded to the most)
     theta_rows: torch.Tensor  # (L, U) those words' rows of the compact Θ (padding → the spare zero row at the end)
     Y: torch.Tensor  # (L, m, K)
     valid: torch.Tensor  # (L,)
+
+    def dense_rows(self, dim: int) -> torch.Tensor:
+        """The batch's rows as a dense (L, m, dim) tensor on all words (for reference computations)."""
+        L, m = self.Y.shape[:2]
+        out = torch.zeros((L * m, dim), dtype=self.X.dtype, device=self.X.device)
+        out[:, self.cols] = self.X.to_dense()
+        return out.reshape(L, m, dim)
 
 
 class SparseStreams(Streams):
@@ -124,71 +125,122 @@ class SparseStreams(Streams):
             sub[at: at + len(take)] = inv
             at += len(take)
         U = max([1] + [len(c) for c in cols])
-        X, X_loc = _block(t.indptr, t.indices, t.data, sub, lo, hi, U, t.dim, t.dtype, t.device, positions=True)
+        take = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)] + [np.zeros(0, np.int64)])
+        words, word_pos = np.unique(t.indices[take], return_inverse=True)  # the batch's global columns, compacted
+        X, X_loc = _block(t.data[take], hi - lo, word_pos.reshape(-1), sub, len(words), U, t.dtype, t.device)
         spare = t.theta_rows()
         th_rows = np.full((len(users), U), spare, dtype=np.int64)
         for j, i in enumerate(users):
             th_rows[j, : len(cols[j])] = t.vocab_offsets[i] + cols[j]
         Y = t.Y.index_select(0, torch.as_tensor(rows, device=t.device)).reshape(len(users), m, -1)
         dev = t.device
-        return SparseBatch(torch.as_tensor(users, device=dev), X, X_loc.reshape(len(users), m, U),
-                           torch.as_tensor(th_rows, device=dev), Y, torch.as_tensor(valid, device=dev))
+        return SparseBatch(torch.as_tensor(users, device=dev), torch.as_tensor(words.astype(np.int64), device=dev), X,
+                           X_loc.reshape(len(users), m, U), torch.as_tensor(th_rows, device=dev), Y,
+                           torch.as_tensor(valid, device=dev))
 
 
-def sparse_round(W: torch.Tensor, theta: torch.Tensor, batch: SparseBatch, grid_t: dict, *, clip: float, q: float,
-                 n_users: int, xi: torch.Tensor) -> None:
-    """dpfl.papers.bietti2022.ppsgd.ppsgd_round on sparse rows, in place on W (G, d, K) and the compact Θ
-    (Σ|V_i| + 1, G, K) (the last row is a spare zero row that padding reads and never keeps)."""
-    G, d, K = W.shape
+@dataclass
+class SparseState:
+    """The models of G configs on sparse data, with W kept as W = S − noise_coef ⊗ Ξ.
+
+    Every config adds the same standard-normal ξ_t each round, scaled by its own c_g = η_w,g·σ_g·C/(qN); the clipped
+    gradient sums only touch the words of the round's documents. So the dense part of W's update is shared: Ξ = Σ_t ξ_t
+    (d, K) accumulates it once for all configs, and S (d, G, K) takes only the sparse gradient steps. A round then
+    costs O(d·K + words·G·K) instead of O(G·d·K); W is formed on the batch's words when read, and in full to evaluate.
+    """
+
+    S: torch.Tensor  # (d, G, K)
+    xi_sum: torch.Tensor  # (d, K)
+    noise_coef: torch.Tensor  # (G,)
+    theta: torch.Tensor  # (Σ|V_i| + 1, G, K), the last row a spare zero row that padding reads and never keeps
+
+    @classmethod
+    def zeros(cls, d: int, K: int, theta_rows: int, grid_t: dict, *, clip: float, q: float, n_users: int,
+              dtype, device, theta: torch.Tensor | None = None) -> "SparseState":
+        """Zero models; `theta`: zeroed storage to use for Θ (dpfl.papers.bietti2022.cell reuses it)."""
+        G = len(grid_t["eta_w"])
+        coef = grid_t["eta_w"] * grid_t["sigma"] * clip / (q * n_users)
+        theta = torch.zeros((theta_rows + 1, G, K), dtype=dtype, device=device) if theta is None else theta
+        return cls(torch.zeros((d, G, K), dtype=dtype, device=device), torch.zeros((d, K), dtype=dtype, device=device),
+                   coef.to(dtype), theta)
+
+    @classmethod
+    def from_weights(cls, W: torch.Tensor, theta: torch.Tensor, grid_t: dict, *, clip: float, q: float,
+                     n_users: int) -> "SparseState":
+        """A state holding the given W (G, d, K) and compact Θ (copies)."""
+        G, d, K = W.shape
+        st = cls.zeros(d, K, theta.shape[0] - 1, grid_t, clip=clip, q=q, n_users=n_users, dtype=W.dtype,
+                       device=W.device)
+        st.S.copy_(W.permute(1, 0, 2))
+        st.theta.copy_(theta)
+        return st
+
+    def global_rows(self, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """W on the given word rows (all when None), as (rows, G, K)."""
+        S, Xi = (self.S, self.xi_sum) if rows is None else (self.S.index_select(0, rows), self.xi_sum.index_select(0, rows))
+        return torch.addcmul(S, Xi[:, None, :], self.noise_coef[None, :, None], value=-1.0)
+
+    def weights(self) -> torch.Tensor:
+        """W (G, d, K)."""
+        return self.global_rows().permute(1, 0, 2)
+
+
+def sparse_round(state: SparseState, batch: SparseBatch, grid_t: dict, *, q: float, clip: float, n_users: int,
+                 xi: torch.Tensor) -> None:
+    """dpfl.papers.bietti2022.ppsgd.ppsgd_round on sparse rows, in place on the state (W as S − c ⊗ Ξ, compact Θ)."""
+    d, G, K = state.S.shape
+    theta = state.theta
     L = len(batch.users)
-    if L == 0:
-        grad_sum = torch.zeros_like(W)
-    else:
+    if L > 0:
         m = batch.Y.shape[1]
-        V = batch.X_local.shape[2]
+        V, c = batch.X_local.shape[2], len(batch.cols)
         Th_s = theta.index_select(0, batch.theta_rows.reshape(-1)).reshape(L, V, G * K)
-        shared = torch.sparse.mm(batch.X, W.permute(1, 0, 2).reshape(d, G * K)).reshape(L, m, G * K)
+        W_c = state.global_rows(batch.cols).reshape(c, G * K)
+        shared = torch.sparse.mm(batch.X, W_c).reshape(L, m, G * K)
         R = torch.baddbmm(shared, batch.X_local, Th_s).reshape(L, m, G, K).sub_(batch.Y[:, :, None, :])
         if not bool(batch.valid.all()):
             R.mul_(batch.valid.to(R.dtype)[:, None, None, None])
         gram = torch.bmm(batch.X_local, batch.X_local.transpose(1, 2))  # = X_i X_iᵀ: every word is in V_i
         sq = torch.einsum("lmn,lmgk,lngk->lg", gram, R, R) / (m * m)
         factor = clip_factor(sq.clamp_(min=0).sqrt_(), clip)
-        scaled = (R * factor[:, None, :, None]).reshape(L * m, G * K)
-        grad_sum = torch.sparse.mm(batch.X.t(), scaled).div_(m).reshape(d, G, K).permute(1, 0, 2)
+        # minus the global step on the clipped sum, (c, G, K): η_w/(qN) · Σ_i clip(g_i), g_i = X_iᵀR_i/m
+        scaled = (R * (factor * (grid_t["eta_w"] / (q * n_users * m)))[:, None, :, None]).reshape(L * m, G * K)
+        state.S.index_add_(0, batch.cols, torch.sparse.mm(batch.X.t(), scaled).reshape(c, G, K), alpha=-1.0)
         step = (R * (grid_t["eta_theta"] / m)[None, None, :, None]).reshape(L, m, G * K)
         Th_s.baddbmm_(batch.X_local.transpose(1, 2), step, alpha=-1.0)
-        keep = batch.theta_rows.reshape(-1) < theta.shape[0] - 1  # padding goes back nowhere
-        theta.index_copy_(0, batch.theta_rows.reshape(-1)[keep], Th_s.reshape(L * V, G, K)[keep])
-    noisy = grad_sum + (grid_t["sigma"] * clip)[:, None, None] * xi[None]
-    W -= (grid_t["eta_w"] / (q * n_users))[:, None, None] * noisy
+        theta.index_copy_(0, batch.theta_rows.reshape(-1), Th_s.reshape(L * V, G, K))
+        theta[-1].zero_()  # padding wrote into the spare row (zeros, or NaN from a diverged config): keep it zero
+    state.xi_sum += xi  # the server's noise σC·ξ on the sum, for every config at once (see SparseState)
 
 
-def sparse_accuracy(task: SparseTask, W: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+def sparse_accuracy(task: SparseTask, state: SparseState, chunk: int = 4096) -> torch.Tensor:
     """Top-1 tag accuracy per config (G,): a hit if the argmax tag of x·(W + Θ_i) is one of the document's tags
-    (documents without tags count as misses), pooled over every user's test documents."""
-    G, d, K = W.shape
-    t = task.test
-    hits = torch.zeros(G, dtype=torch.float64, device=W.device)
+    (documents without tags count as misses), pooled over every user's test documents. Two sparse products per
+    chunk of test documents: on W (all words) and on the compact Θ (each nonzero of user i's documents that lies in
+    V_i addresses row vocab_offsets[i] + its local index; θ_i is zero elsewhere)."""
+    d, G, K = state.S.shape
+    t, dev = task.test, state.S.device
+    W = state.global_rows().reshape(d, G * K)
+    theta = state.theta.reshape(state.theta.shape[0], G * K)
+    n_test = int(task.test_offsets[-1])
+    user = np.repeat(np.arange(task.n_users), np.diff(task.test_offsets))  # per test document
+    hits = torch.zeros(G, dtype=torch.float64, device=dev)
     with torch.no_grad():
-        for i in range(task.n_users):
-            a, b = int(task.test_offsets[i]), int(task.test_offsets[i + 1])
-            if b == a:
-                continue
-            lo, hi = int(task.vocab_offsets[i]), int(task.vocab_offsets[i + 1])
+        for a in range(0, n_test, chunk):
+            b = min(n_test, a + chunk)
             s0, s1 = int(t["indptr"][a]), int(t["indptr"][b])
-            r = torch.as_tensor(np.repeat(np.arange(b - a), np.diff(t["indptr"][a: b + 1])), device=W.device)
-            vals = torch.as_tensor(t["data"][s0:s1], dtype=W.dtype, device=W.device)
-            glob = torch.sparse_coo_tensor(torch.stack([r, torch.as_tensor(t["indices"][s0:s1], dtype=torch.int64,
-                                                                           device=W.device)]), vals, (b - a, d),
-                                           check_invariants=False)
-            scores = torch.sparse.mm(glob, W.permute(1, 0, 2).reshape(d, G * K)).reshape(-1, G, K)
-            inside = torch.as_tensor(t["local"][s0:s1] >= 0, device=W.device)
-            if hi > lo and bool(inside.any()):  # the words of the user's vocabulary: θ_i is zero elsewhere
-                loc = torch.sparse_coo_tensor(torch.stack([r[inside], torch.as_tensor(t["local"][s0:s1],
-                                                                                      device=W.device)[inside]]),
-                                              vals[inside], (b - a, hi - lo), check_invariants=False)
-                scores += torch.sparse.mm(loc, theta[lo:hi].reshape(hi - lo, G * K)).reshape(-1, G, K)
-            top = scores.argmax(-1)  # (r, G)
+            r = np.repeat(np.arange(b - a), np.diff(t["indptr"][a: b + 1]))
+            vals = torch.as_tensor(t["data"][s0:s1], dtype=W.dtype, device=dev)
+            glob = torch.sparse_coo_tensor(torch.as_tensor(np.stack([r, t["indices"][s0:s1]]), dtype=torch.int64,
+                                                           device=dev), vals, (b - a, d), check_invariants=False)
+            scores = torch.sparse.mm(glob, W)
+            local = t["local"][s0:s1]
+            inside = local >= 0
+            rows = task.vocab_offsets[user[a + r[inside]]] + local[inside]
+            loc = torch.sparse_coo_tensor(torch.as_tensor(np.stack([r[inside], rows]), dtype=torch.int64, device=dev),
+                                          vals[torch.as_tensor(inside, device=dev)], (b - a, theta.shape[0]),
+                                          check_invariants=False)
+            scores += torch.sparse.mm(loc, theta)
+            top = scores.reshape(b - a, G, K).argmax(-1)  # (r, G)
             hits += torch.gather(t["tags"][a:b].to(torch.int64), 1, top).sum(0).to(torch.float64)
-    return hits / max(1, int(task.test_offsets[-1]))
+    return hits / max(1, n_test)
