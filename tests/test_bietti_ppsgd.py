@@ -143,6 +143,29 @@ def test_epsilon_matches_dp_accounting_and_the_special_cases():
     assert np.all(epsilon_curve(5.0, 0.0, T, 0.02, delta) == 0)
 
 
+def test_epsilon_of_a_rate_schedule_composes_the_rounds():
+    """compat authors-code (B1): round t accounted at its own rate q_t = L_t/N; the curve composes the rounds as
+    dp-accounting does, and a constant schedule equals the constant-rate curve."""
+    import dp_accounting
+    from dp_accounting import rdp
+
+    from dpfl.privacy.rdp import STANDARD_ORDERS
+
+    sigma, delta, N = 1.2, 1e-4, 100
+    users = [10] * 30 + [7, 4, 4, 1]
+    eps = epsilon_curve(sigma, 3.0, len(users), np.array(users) / N, delta)
+    acc = rdp.RdpAccountant(list(STANDARD_ORDERS), dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    for t, L in enumerate(users):
+        acc.compose(dp_accounting.PoissonSampledDpEvent(L / N, dp_accounting.GaussianDpEvent(sigma)))
+        assert eps[t] == pytest.approx(acc.get_epsilon(delta), rel=1e-4)
+    const = epsilon_curve(sigma, 3.0, 30, 0.1, delta)
+    assert np.allclose(eps[:30], const, rtol=1e-12)
+    assert eps[-1] > const[-1] and np.all(np.diff(eps) > 0)
+    assert np.all(epsilon_curve(sigma, 0.0, 4, np.full(4, 0.1), delta) == 0)
+    with pytest.raises(ValueError, match="per-round rates"):
+        epsilon_curve(sigma, 1.0, 5, np.full(4, 0.1), delta)
+
+
 def test_synthetic_task_and_excess_risk():
     syn = Synthetic(n_users=6, dim=8, personal=2, local_weight=0.5)
     truth = syn.truth(DT)

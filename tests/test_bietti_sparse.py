@@ -65,8 +65,10 @@ def test_vocabularies_and_local_indices():
     assert np.allclose(task.Y.numpy() + 0.1, a["y_train"])
 
 
-@pytest.mark.parametrize("q", [1.0, 0.5])
-def test_sparse_round_equals_the_dense_round(q):
+@pytest.mark.parametrize("q, vary", [(1.0, False), (0.5, False), (0.5, True)])
+def test_sparse_round_equals_the_dense_round(q, vary):
+    """vary: every round its own denominator (compat B1: the global step ÷ L_t), which the shared noise sum Ξ must
+    carry."""
     a = sparse_arrays([25, 4, 31, 12, 20], [3, 2, 4, 1, 2], d=12, K=4)  # user 1 has fewer rows than m
     task = SparseTask.from_arrays(a, 5, 0.1, DT, "cpu")
     m, N, clip = 5, 5, 0.05
@@ -84,12 +86,13 @@ def test_sparse_round_equals_the_dense_round(q):
         dense_th[i, task.vocab[lo:hi]] = theta[lo:hi]
     W_dense = W.clone()
     state = SparseState.from_weights(W, theta, gt, clip=clip, q=q, n_users=N)
-    for _ in range(4):
+    for k in range(4):
         b = streams.next_batch()
         dense = Batch(b.users, b.dense_rows(d), b.Y, b.valid)
         xi = torch.tensor(rng.normal(size=(d, K)))
-        ppsgd_round(W_dense, dense_th, dense, gt, clip=clip, q=q, n_users=N, xi=xi)
-        sparse_round(state, b, gt, clip=clip, q=q, n_users=N, xi=xi)
+        qk = (k + 1) / N if vary else q
+        ppsgd_round(W_dense, dense_th, dense, gt, clip=clip, q=qk, n_users=N, xi=xi)
+        sparse_round(state, b, gt, clip=clip, q=qk, n_users=N, xi=xi)
     W, theta = state.weights(), state.theta
     assert torch.allclose(W, W_dense, atol=1e-12, rtol=1e-9)
     for i in range(N):

@@ -162,6 +162,18 @@ def epsilon_curve(
     return eps
 
 
+def epsilon_curve_schedule(mechanisms, z: float, delta: float, orders=STANDARD_ORDERS) -> np.ndarray:
+    """ε after each round t = 1..len(mechanisms) of a run whose round t is one step of `mechanisms[t-1]` (e.g. a
+    sampling rate that changes from round to round): the rounds' RDP adds up (composition), computed once per
+    distinct mechanism."""
+    per = {m: rdp_per_step(m, z, orders) for m in dict.fromkeys(mechanisms)}
+    if not per:
+        return np.zeros(0)
+    total = np.cumsum(np.stack([per[m] for m in mechanisms]), axis=0)
+    eps, _ = epsilon_from_rdp(orders, total, delta)
+    return np.asarray(eps, float)
+
+
 @functools.lru_cache(maxsize=1024)
 def calibrate_noise_multiplier(
     mechanism: SampledGaussian,

@@ -8,16 +8,16 @@ once, then one per σ), `cell` (one grid, every seed), `table` (best over η per
 
 from dpfl.figure import FigureDef
 
-# has_compat=False: `compat: authors-code` (spec §8, B1-B5) is not implemented yet, so it changes nothing here
+# `compat: authors-code` (spec §8, B1-B5): params.implementation in each figure's authors_code block
 
 FIGURES = {
     fig: FigureDef(table="dpfl.papers.bietti2022.table:fig1", plot="dpfl.papers.bietti2022.plot:fig1",
-                   kind="experiment", has_compat=False, layout="dpfl.papers.bietti2022.layout",
+                   kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout",
                    cell="dpfl.papers.bietti2022.cell:run_cell")
     for fig in ("fig1a", "fig1b", "fig1c", "fig1d")
 }
 FIGURES["fig2"] = FigureDef(table="dpfl.papers.bietti2022.table:fig2", plot="dpfl.papers.bietti2022.plot:fig2",
-                            kind="experiment", has_compat=False, layout="dpfl.papers.bietti2022.layout",
+                            kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout",
                             cell="dpfl.papers.bietti2022.cell:run_cell")
 
 METHODS_MODULE = "dpfl.papers.bietti2022.methods"

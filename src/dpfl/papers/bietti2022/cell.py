@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,34 @@ from dpfl.papers.bietti2022.layout import evaluation_rounds, level, level_name, 
 #: per federated task: the prepared dataset, classes, the target shift (one-hot minus 0.1, spec §2)
 FEDERATED = {"emnist": {"dataset": "emnist", "classes": 10, "shift": 0.1},
              "stackoverflow": {"dataset": "stackoverflow", "classes": 80, "shift": 0.1, "sparse": True}}
+
+
+#: params.implementation: the paper's algorithm; `compat: authors-code` sets the published code's (spec §8)
+IMPLEMENTATION = {
+    "sampling": "poisson",  # B1 shuffle: the first Q of the shuffled users with data left, until all are exhausted
+    "cnn_local_step": "eta_theta",  # B2 times_users: the CNN's local step is L·η_θ
+    "excess_risk": "coordinate_sum",  # B3 coordinate_mean: the synthetic excess risk ÷ d
+    "end_point": "last_round",  # B4 last_multiple: the end of training is the last multiple of eval_every
+    "rng": "per_seed",  # B5 per_run: every run (config) its own data order and noise, no common random numbers
+}
+
+
+def implementation(params: dict) -> dict:
+    impl = {**IMPLEMENTATION, **(params.get("implementation") or {})}
+    unknown = sorted(set(impl) - set(IMPLEMENTATION))
+    if unknown:
+        raise ValueError(f"bietti2022: unknown params.implementation key(s) {unknown}; known: {sorted(IMPLEMENTATION)}")
+    return impl
+
+
+@dataclass
+class _Run:
+    """One run's data: `next()` gives round t's batch; T rounds; q the user rate of every round (B1: per round)."""
+
+    next: object
+    T: int
+    q: object
+    full_T: int | None = None  # T of the configured passes, where the data sets it
 
 
 def _metric_rows(values: dict, grid, seed: int, t: int) -> list[dict]:
@@ -43,7 +72,10 @@ class _Setup:
 
         p, self.task = job.params, job.params["task"]
         self.sparse = False  # bag-of-words rows (Stackoverflow)
-        self.data_key = lambda seed: int(rng_for(job.seed, "bietti2022", self.task, "data", seed).integers(2**62))
+        impl = implementation(p)
+        # a seed's data stream (B5 per_run: a run's, named by its config as well)
+        self.data_key = lambda seed, *run: int(rng_for(job.seed, "bietti2022", self.task, "data", seed,
+                                                       *run).integers(2**62))
         if self.task == "synthetic":
             from dpfl.papers.bietti2022.ppsgd import Synthetic, excess_risk
 
@@ -51,11 +83,13 @@ class _Setup:
             truth, scales = syn.truth(dtype).to(device), syn.scales(dtype).to(device)
             self.N, self.d, self.K, self.q, self.T = syn.n_users, syn.dim, 1, 1.0, int(p["rounds"])
             self.T_epochs = None  # T is configured, not derived from the data
-            self.metric, self.eval_at = "excess_risk", evaluation_rounds(self.T, None)
+            self.metric, self.every = "excess_risk", None
+            if impl["excess_risk"] == "coordinate_mean":  # B3: the authors' code divides by d (both are stored)
+                self.metric = "excess_risk_per_coordinate"
 
-            def stream(seed):
-                gen = torch.Generator(device=device).manual_seed(self.data_key(seed))
-                return lambda: syn.draw(truth, gen)
+            def stream(seed, run=()):
+                gen = torch.Generator(device=device).manual_seed(self.data_key(seed, *run))
+                return _Run(lambda: syn.draw(truth, gen), self.T, 1.0)
 
             def evaluate(W, Th):
                 risk = excess_risk(W, Th, truth, scales)
@@ -79,15 +113,21 @@ class _Setup:
             self.q = min(1.0, Q / self.N)
             self.T_epochs = data.rounds(float(p["epochs"]), Q, m)  # T of the configured passes (spec §3)
             self.T = int(p["rounds"]) if p.get("rounds") else self.T_epochs
-            self.metric, self.eval_at = "accuracy", evaluation_rounds(self.T, p["eval_every"])
+            self.metric, self.every = "accuracy", int(p["eval_every"])
+            shuffle = impl["sampling"] == "shuffle"
             log(f"{self.task}: {self.N} users, {int(data.counts().sum())} training rows, d = {self.d}, K = {self.K}, "
-                f"q = {self.q:g}, T = {self.T}")
+                + (f"the first Q = {Q} of the shuffled users with data each round until all are exhausted (B1)"
+                   if shuffle else f"q = {self.q:g}, T = {self.T}"))
 
             self.data = data
 
-            def stream(seed):
-                streams = Streams(data, m, self.q, np.random.default_rng(self.data_key(seed)))
-                return streams.next_batch
+            def stream(seed, run=()):
+                streams = Streams(data, m, self.q, np.random.default_rng(self.data_key(seed, *run)),
+                                  sampling=impl["sampling"], per_round=Q, epochs=float(p["epochs"]))
+                if not shuffle:
+                    return _Run(streams.next_batch, self.T, self.q, self.T_epochs)
+                T = min(streams.rounds, int(p["rounds"])) if p.get("rounds") else streams.rounds
+                return _Run(streams.next_batch, T, streams.users_per_round[:T] / self.N, streams.rounds)
 
             def evaluate(W, Th):
                 acc = accuracy(data, W, Th).cpu().numpy()
@@ -95,6 +135,13 @@ class _Setup:
         else:
             raise ValueError(f"bietti2022: unknown task {self.task!r}; known: synthetic, {', '.join(FEDERATED)}")
         self.stream, self.evaluate = stream, evaluate
+
+    def end_round(self, T: int, end_point: str) -> int:
+        """The round whose evaluation is the end of training: the last (the paper), or with `last_multiple` (B4) the
+        last multiple of eval_every (real data; the synthetic task evaluates every round)."""
+        if end_point == "last_multiple" and self.every is not None and T >= self.every:
+            return T // self.every * self.every
+        return T
 
 
 class _Storage:
@@ -117,9 +164,10 @@ class _Storage:
 class _LinearModel:
     """The linear models (spec §2): W (G, d, K), Θ (N, d, G, K), both zero at the start."""
 
-    def __init__(self, setup, G, grid_t, clip, dtype, device, storage=None):
+    def __init__(self, setup, G, grid_t, clip, dtype, device, storage=None, local_times_users: bool = False):
         self.setup, self.G, self.gt, self.clip, self.dtype, self.device = setup, G, grid_t, clip, dtype, device
         self.storage = storage or _Storage()
+        self.local_times_users = local_times_users
 
     def memory_mib(self) -> float:
         s = self.setup
@@ -132,14 +180,14 @@ class _LinearModel:
         return (torch.zeros((self.G, s.d, s.K), dtype=self.dtype, device=self.device),
                 self.storage.zeros((s.N, s.d, self.G, s.K), self.dtype, self.device))
 
-    def step(self, state, batch, noise_gen) -> None:
+    def step(self, state, batch, noise_gen, q: float) -> None:
         import torch
 
         from dpfl.papers.bietti2022.ppsgd import ppsgd_round
 
         s = self.setup
         xi = torch.randn((s.d, s.K), generator=noise_gen, device=self.device).to(self.dtype)  # float32 draws
-        ppsgd_round(*state, batch, self.gt, clip=self.clip, q=s.q, n_users=s.N, xi=xi)
+        ppsgd_round(*state, batch, self.gt, clip=self.clip, q=q, n_users=s.N, xi=xi)
 
     def evaluate(self, state) -> dict:
         return self.setup.evaluate(*state)
@@ -163,7 +211,7 @@ class _CnnModel(_LinearModel):
         w = w0.to(self.device)[None].repeat(self.G, 1, 1).contiguous()
         return phi, w, torch.zeros((self.setup.N, self.G, FEATURES, self.setup.K), dtype=self.dtype, device=self.device)
 
-    def step(self, state, batch, noise_gen) -> None:
+    def step(self, state, batch, noise_gen, q: float) -> None:
         import torch
 
         from dpfl.papers.bietti2022.cnn import cnn_round
@@ -171,7 +219,9 @@ class _CnnModel(_LinearModel):
         phi, w, _ = state
         noise = {k: torch.randn(v.shape[1:], generator=noise_gen, device=self.device).to(self.dtype)
                  for k, v in [*phi.items(), ("_w", w)]}
-        cnn_round(*state, batch, self.gt, clip=self.clip, q=self.setup.q, n_users=self.setup.N, noise=noise)
+        local_scale = float(len(batch.users)) if self.local_times_users else 1.0  # B2: L·η_θ
+        cnn_round(*state, batch, self.gt, clip=self.clip, q=q, n_users=self.setup.N, noise=noise,
+                  local_scale=local_scale)
 
     def evaluate(self, state) -> dict:
         from dpfl.papers.bietti2022.cnn import cnn_accuracy
@@ -194,14 +244,14 @@ class _SparseModel(_LinearModel):
                                  dtype=self.dtype, device=self.device,
                                  theta=self.storage.zeros((s.data.theta_rows() + 1, self.G, s.K), self.dtype, self.device))
 
-    def step(self, state, batch, noise_gen) -> None:
+    def step(self, state, batch, noise_gen, q: float) -> None:
         import torch
 
         from dpfl.papers.bietti2022.sparse import sparse_round
 
         s = self.setup
         xi = torch.randn((s.d, s.K), generator=noise_gen, device=self.device).to(self.dtype)
-        sparse_round(state, batch, self.gt, clip=self.clip, q=s.q, n_users=s.N, xi=xi)
+        sparse_round(state, batch, self.gt, clip=self.clip, q=q, n_users=s.N, xi=xi)
 
     def evaluate(self, state) -> dict:
         from dpfl.papers.bietti2022.sparse import sparse_accuracy
@@ -233,6 +283,8 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     dtype = {"float32": torch.float32, "float64": torch.float64}[p.get("dtype", "float32")]
     clip, delta = float(p["clip"]), float(p["delta"])
     setup = _Setup(job, inputs, dtype, device, log)
+    impl = implementation(p)
+    per_run = impl["rng"] == "per_run"
     N, d, K, q, T = setup.N, setup.d, setup.K, setup.q, setup.T
     kind = p.get("model", "linear")
     if kind == "cnn" and (setup.task not in FEDERATED or setup.sparse):
@@ -241,54 +293,70 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     per_config = Model(setup, 1, None, clip, dtype, device).memory_mib()
     # configs trained together: as many as fit `max_memory_mib` (each batch replays the same data and noise draws)
     size = max(1, min(len(grid), int(float(p.get("max_memory_mib", 4096)) // max(per_config, 1e-9))))
+    size = 1 if per_run else size  # B5: no two runs share a stream
     batches = [np.arange(a, min(len(grid), a + size)) for a in range(0, len(grid), size)]
     log(f"{job.cell}: {kind} model, {len(grid)} configs (η × a) in {len(batches)} batch(es) of ≤ {size}, N = {N}, "
         f"d = {d}, K = {K}, T = {T}, seeds {list(p['seeds'])}, device {describe(device)}; the models take "
         f"{per_config * size:.0f} MiB per batch")
     rows, start, evaluating, starting, storage = [], time.perf_counter(), 0.0, 0.0, _Storage()
-    every = max(1, T // 10)
-    progress = Progress(len(batches) * len(p["seeds"]) * math.ceil(T / every), log, f"{job.cell}: checkpoint")
+    rounds_run, evaluations, full_T, eps_cache = 0, 0, [], {}
+    progress = Progress(len(batches) * len(p["seeds"]) * 10, log, f"{job.cell}: checkpoint")
     for idx in batches:
         sub = Grid(grid.eta[idx], grid.a[idx], grid.sigma[idx])
-        model = Model(setup, len(sub), grid_tensors(sub, dtype, device), clip, dtype, device, storage)
+        model = Model(setup, len(sub), grid_tensors(sub, dtype, device), clip, dtype, device, storage,
+                      local_times_users=impl["cnn_local_step"] == "times_users")
+        # B5 per_run: the run (its one config) names its own data and noise streams
+        run_key = (float(sub.eta[0]), float(sub.a[0])) if per_run else ()
         for seed in p["seeds"]:
-            draw = setup.stream(seed)
+            run = setup.stream(seed, run_key)
             noise_gen = torch.Generator(device=device).manual_seed(
-                int(rng_for(job.seed, "bietti2022", setup.task, "noise", seed, sigma or 0.0).integers(2**62)))
+                int(rng_for(job.seed, "bietti2022", setup.task, "noise", seed, sigma or 0.0, *run_key).integers(2**62)))
+            eval_at, end = evaluation_rounds(run.T, setup.every), setup.end_round(run.T, impl["end_point"])
+            marks = {math.ceil(k * run.T / 10) for k in range(1, 11)}
+            # ε after each round (0 before the first), the same for every a > 0 of the run
+            schedule = (run.T, np.asarray(run.q, float).tobytes())
+            for a in set(map(float, sub.a)) - set(eps_cache.get(schedule, {})):
+                eps_cache.setdefault(schedule, {})[a] = np.concatenate(
+                    [[0.0], epsilon_curve(sigma or 0.0, a, run.T, run.q, delta)])
+            eps = eps_cache[schedule]
             tick = time.perf_counter()
             state = model.start()
             starting += time.perf_counter() - tick  # a fixed cost, not a round's (dpfl.bench)
-            for t in range(0, T + 1):
+            for t in range(0, run.T + 1):
                 if t > 0:
-                    model.step(state, draw(), noise_gen)
-                if t in setup.eval_at:
+                    model.step(state, run.next(), noise_gen, q if np.ndim(run.q) == 0 else float(run.q[t - 1]))
+                if t in eval_at:
                     tick = time.perf_counter()
-                    rows.extend(_metric_rows(model.evaluate(state), sub, seed, t))
+                    new = _metric_rows(model.evaluate(state), sub, seed, t)
+                    for r in new:
+                        r.update(eps=eps[r["a"]][t], end=t == end)
+                    rows.extend(new)
                     evaluating += time.perf_counter() - tick
-                if t % every == 0 or t == T:
+                if t in marks:
                     last = np.array([r[setup.metric] for r in rows[-len(sub):]], float)
-                    best = (np.nanmin if setup.metric == "excess_risk" else np.nanmax)(last) \
+                    best = (np.nanmin if setup.metric.startswith("excess_risk") else np.nanmax)(last) \
                         if np.isfinite(last).any() else np.nan
-                    progress.step(f"seed {seed}, round {t}/{T}, best {setup.metric} {best:.4g}")
+                    progress.step(f"seed {seed}, round {t}/{run.T}, best {setup.metric} {best:.4g}")
+            rounds_run += run.T
+            evaluations += len(eval_at)
+            full_T.append(run.full_T)
             del state
     seconds = time.perf_counter() - start
     df = pd.DataFrame(rows)
-    eps = {level_name(a): np.concatenate([[0.0], epsilon_curve(sigma or 0.0, a, T, q, delta)])  # nothing at t = 0
-           for a in sorted(set(levels))}
-    df["eps"] = [eps[lv][t] for lv, t in zip(df["level"], df["round"])]
     df["eps_certified"] = df["eps"]  # the noise used is the noise accounted for (multiplier σ on the sum's C)
     df["sigma"] = np.nan if sigma is None else sigma
     df["failed"] = ~np.isfinite(df[setup.metric])
     # per seed, all configs of the cell (every batch): a round's training, and one evaluation (dpfl.bench)
-    df["seconds_per_round"] = (seconds - evaluating - starting) / (T * len(p["seeds"]))
-    df["seconds_per_evaluation"] = evaluating / (len(setup.eval_at) * len(p["seeds"]))
-    df["evaluations"] = len(setup.eval_at) * len(p["seeds"])
+    df["seconds_per_round"] = (seconds - evaluating - starting) / (rounds_run / len(batches))
+    df["seconds_per_evaluation"] = evaluating / (evaluations / len(batches))
+    df["evaluations"] = evaluations // len(batches)
     df["config_batches"] = len(batches)
     df["device"] = describe(device)
     df["metric"] = setup.metric
-    df["q"] = q
+    df["q"] = q  # the nominal rate Q/N (B1: round t is accounted at L_t/N)
     df["grid"] = p.get("grid", setup.task)
     df["model"] = kind
-    if setup.T_epochs is not None:
-        df["rounds_from_epochs"] = setup.T_epochs  # the full run's T (the benchmark's reduced runs set rounds)
+    df["sampling"] = impl["sampling"]
+    if full_T and full_T[0] is not None:
+        df["rounds_from_epochs"] = max(full_T)  # the full run's T (the benchmark's reduced runs set rounds)
     return df

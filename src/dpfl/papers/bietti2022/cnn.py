@@ -71,9 +71,10 @@ _per_config = vmap(_per_user, in_dims=(0, 0, 0, None, None))  # configs share th
 
 
 def cnn_round(phi: dict, w: torch.Tensor, Th: torch.Tensor, batch: Batch, grid_t: dict, *, clip: float, q: float,
-              n_users: int, noise: dict) -> None:
+              n_users: int, noise: dict, local_scale: float = 1.0) -> None:
     """One round in place: Φ {name: (G, …)}, w (G, 32, K), Θ (N, G, 32, K); `noise`: standard normals with Φ's and
-    w's shapes without the config axis (shared by the configs, scaled by each σ·C)."""
+    w's shapes without the config axis (shared by the configs, scaled by each σ·C). `local_scale` multiplies the
+    local step η_θ (compat authors-code, spec §8 B2: the round's number of users L)."""
     users = batch.users
     G = w.shape[0]
     if len(users):
@@ -82,7 +83,7 @@ def cnn_round(phi: dict, w: torch.Tensor, Th: torch.Tensor, batch: Batch, grid_t
         valid = batch.valid.to(w.dtype)[None, :]
         sq = sum(t.square().flatten(2).sum(-1) for t in (*g_phi.values(), g_w))  # (G, L): joint norm of (∇W, ∇w)
         factor = clip_factor(sq.sqrt(), clip) * valid
-        eta_theta = grid_t["eta_theta"][:, None, None, None]
+        eta_theta = local_scale * grid_t["eta_theta"][:, None, None, None]
         Th.index_copy_(0, users, (Th_s - eta_theta * g_th * valid[..., None, None]).transpose(0, 1))
         sums = {k: torch.einsum("gl,gl...->g...", factor, v) for k, v in g_phi.items()}
         sums["_w"] = torch.einsum("gl,gl...->g...", factor, g_w)

@@ -71,28 +71,66 @@ class FederatedTask(UserRows):
 
 
 class Streams:
-    """Poisson user sampling at rate q and each user's cycling stream of contiguous minibatches of m rows."""
+    """User sampling and each user's stream of contiguous minibatches of m rows (a new permutation of its ⌊n_i/m⌋
+    minibatches every epoch).
 
-    def __init__(self, task, m: int, q: float, rng: np.random.Generator):
+    sampling "poisson" (spec §3, the paper): each round every user independently at rate q; streams cycle, for as
+    many rounds as the caller takes (`rounds` is None).
+    sampling "shuffle" (compat authors-code, spec §8 B1): each user's stream holds ⌊E·⌊n_i/m⌋⌉ minibatches (E passes);
+    each round the users that still have data are shuffled and the first Q take their next minibatch, so late rounds
+    have fewer than Q users; exhausted users drop out and the run ends when all are. The whole plan is drawn up
+    front: `rounds` is its length and `users_per_round` the L_t of every round (the global step's denominator and the
+    accountant's rate L_t/N).
+    """
+
+    def __init__(self, task, m: int, q: float, rng: np.random.Generator, sampling: str = "poisson",
+                 per_round: int | None = None, epochs: float | None = None):
         self.task, self.m, self.q, self.rng = task, m, q, rng
         self.n_batches = task.counts() // m
         self.order = [rng.permutation(int(b)) for b in self.n_batches]  # the first epoch of every user
         self.pos = np.zeros(task.n_users, dtype=np.int64)
+        self.plan, self.rounds, self.users_per_round, self.t = None, None, None, 0
+        if sampling == "shuffle":
+            self.plan = self._shuffle_plan(int(per_round), float(epochs))
+            self.rounds = len(self.plan)
+            self.users_per_round = np.array([len(u) for u, _ in self.plan], dtype=np.int64)
+        elif sampling != "poisson":
+            raise ValueError(f"bietti2022: unknown user sampling {sampling!r}; allowed: poisson, shuffle")
+
+    def _next_start(self, i: int) -> int:
+        """The first training row of user i's next minibatch; advances its stream (a new permutation per epoch)."""
+        start = self.task.offsets[i] + self.order[i][self.pos[i]] * self.m
+        self.pos[i] += 1
+        if self.pos[i] == self.n_batches[i]:  # epoch done: a new permutation of the user's minibatches
+            self.order[i] = self.rng.permutation(int(self.n_batches[i]))
+            self.pos[i] = 0
+        return start
+
+    def _shuffle_plan(self, per_round: int, epochs: float) -> list[tuple[np.ndarray, np.ndarray]]:
+        left = np.rint(epochs * self.n_batches).astype(np.int64)  # minibatches each user still has
+        plan = []
+        while left.any():
+            users = np.sort(self.rng.permutation(np.flatnonzero(left > 0))[:per_round])
+            starts = np.array([self._next_start(i) for i in users], dtype=np.int64)
+            left[users] -= 1
+            plan.append((users, starts))
+        return plan
 
     def draw(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The round's sampled users (Poisson, rate q), whether each has a minibatch (n_i ≥ m), and the first
-        training row of its next minibatch (0 where it has none); advances the users' streams."""
+        """The round's sampled users, whether each has a minibatch (n_i ≥ m), and the first training row of its next
+        minibatch (0 where it has none); advances the users' streams."""
+        if self.plan is not None:
+            if self.t >= len(self.plan):
+                raise IndexError(f"the shuffled plan has {len(self.plan)} rounds; round {self.t + 1} was asked for")
+            users, starts = self.plan[self.t]
+            self.t += 1
+            return users, np.ones(len(users), dtype=bool), starts
         users = np.flatnonzero(self.rng.random(self.task.n_users) < self.q)
         starts = np.zeros(len(users), dtype=np.int64)
         valid = self.n_batches[users] > 0
         for j, i in enumerate(users):
-            if not valid[j]:
-                continue
-            starts[j] = self.task.offsets[i] + self.order[i][self.pos[i]] * self.m
-            self.pos[i] += 1
-            if self.pos[i] == self.n_batches[i]:  # epoch done: a new permutation of the user's minibatches
-                self.order[i] = self.rng.permutation(int(self.n_batches[i]))
-                self.pos[i] = 0
+            if valid[j]:
+                starts[j] = self._next_start(i)
         return users, valid, starts
 
     def next_batch(self) -> Batch:
@@ -101,8 +139,8 @@ class Streams:
         dev = self.task.X.device
         rows = (torch.as_tensor(starts, device=dev)[:, None] + torch.arange(self.m, device=dev)[None]).reshape(-1)
         L = len(users)
-        X = self.task.X.index_select(0, rows).reshape(L, self.m, -1)
-        Y = self.task.Y.index_select(0, rows).reshape(L, self.m, -1)
+        X = self.task.X.index_select(0, rows).reshape(L, self.m, self.task.X.shape[1])  # L may be 0
+        Y = self.task.Y.index_select(0, rows).reshape(L, self.m, self.task.Y.shape[1])
         return Batch(torch.as_tensor(users, device=dev), X, Y, torch.as_tensor(valid, device=dev))
 
 

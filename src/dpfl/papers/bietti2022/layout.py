@@ -15,7 +15,7 @@ import math
 
 #: the prepared dataset of each federated task (the synthetic task is generated in code)
 TASK_DATASETS = {"emnist": "emnist", "stackoverflow": "stackoverflow"}
-SHARED = ("delta", "seeds", "dtype")  # run settings every cell reads besides its grid
+SHARED = ("delta", "seeds", "dtype", "implementation")  # run settings every cell reads besides its grid
 
 
 def level(value) -> float:

@@ -37,13 +37,21 @@ PPSGD = PpSgdMethod(id="ppsgd", label="PP-SGD", private=True)
 register(PPSGD)
 
 
-def epsilon_curve(sigma: float, a: float, rounds: int, q: float, delta: float) -> np.ndarray:
-    """ε after rounds 1..T of a run at (σ, a): ∞ at σ = 0 (a > 0), 0 at a = 0, else the accountant's ε."""
+def epsilon_curve(sigma: float, a: float, rounds: int, q, delta: float) -> np.ndarray:
+    """ε after rounds 1..T of a run at (σ, a): ∞ at σ = 0 (a > 0), 0 at a = 0, else the accountant's ε. `q`: the
+    user rate, or one rate per round (compat authors-code, B1: round t is accounted as Poisson sampling at
+    q_t = L_t/N, the fraction of users it actually took)."""
     if a == 0:
         return np.zeros(rounds)
     if sigma == 0:
         return np.full(rounds, math.inf)
     from dpfl.privacy.rdp import epsilon_curve as curve
+    from dpfl.privacy.rdp import epsilon_curve_schedule
 
-    acc = PPSGD.accounting(rounds=rounds, q=q, delta=delta)
-    return np.asarray(curve(acc.mechanism, float(sigma), 1, rounds, delta), float)
+    if np.ndim(q) == 0:
+        acc = PPSGD.accounting(rounds=rounds, q=float(q), delta=delta)
+        return np.asarray(curve(acc.mechanism, float(sigma), 1, rounds, delta), float)
+    if len(q) != rounds:
+        raise ValueError(f"epsilon_curve: {len(q)} per-round rates for {rounds} rounds")
+    mechanisms = [PPSGD.accounting(rounds=1, q=float(qt), delta=delta).mechanism for qt in q]
+    return epsilon_curve_schedule(mechanisms, float(sigma), delta)

@@ -132,7 +132,7 @@ class SparseStreams(Streams):
         th_rows = np.full((len(users), U), spare, dtype=np.int64)
         for j, i in enumerate(users):
             th_rows[j, : len(cols[j])] = t.vocab_offsets[i] + cols[j]
-        Y = t.Y.index_select(0, torch.as_tensor(rows, device=t.device)).reshape(len(users), m, -1)
+        Y = t.Y.index_select(0, torch.as_tensor(rows, device=t.device)).reshape(len(users), m, t.Y.shape[1])  # L may be 0
         dev = t.device
         return SparseBatch(torch.as_tensor(users, device=dev), torch.as_tensor(words.astype(np.int64), device=dev), X,
                            X_loc.reshape(len(users), m, U), torch.as_tensor(th_rows, device=dev), Y,
@@ -153,6 +153,7 @@ class SparseState:
     xi_sum: torch.Tensor  # (d, K)
     noise_coef: torch.Tensor  # (G,)
     theta: torch.Tensor  # (Σ|V_i| + 1, G, K), the last row a spare zero row that padding reads and never keeps
+    denominator: float  # qN of noise_coef; a round with another denominator (B1: L_t) adds ξ·qN/L_t to Ξ
 
     @classmethod
     def zeros(cls, d: int, K: int, theta_rows: int, grid_t: dict, *, clip: float, q: float, n_users: int,
@@ -162,7 +163,7 @@ class SparseState:
         coef = grid_t["eta_w"] * grid_t["sigma"] * clip / (q * n_users)
         theta = torch.zeros((theta_rows + 1, G, K), dtype=dtype, device=device) if theta is None else theta
         return cls(torch.zeros((d, G, K), dtype=dtype, device=device), torch.zeros((d, K), dtype=dtype, device=device),
-                   coef.to(dtype), theta)
+                   coef.to(dtype), theta, q * n_users)
 
     @classmethod
     def from_weights(cls, W: torch.Tensor, theta: torch.Tensor, grid_t: dict, *, clip: float, q: float,
@@ -187,7 +188,8 @@ class SparseState:
 
 def sparse_round(state: SparseState, batch: SparseBatch, grid_t: dict, *, q: float, clip: float, n_users: int,
                  xi: torch.Tensor) -> None:
-    """dpfl.papers.bietti2022.ppsgd.ppsgd_round on sparse rows, in place on the state (W as S − c ⊗ Ξ, compact Θ)."""
+    """dpfl.papers.bietti2022.ppsgd.ppsgd_round on sparse rows, in place on the state (W as S − c ⊗ Ξ, compact Θ).
+    The global step's denominator is qN (the paper; compat B1 passes q = L_t/N)."""
     d, G, K = state.S.shape
     theta = state.theta
     L = len(batch.users)
@@ -210,7 +212,8 @@ def sparse_round(state: SparseState, batch: SparseBatch, grid_t: dict, *, q: flo
         Th_s.baddbmm_(batch.X_local.transpose(1, 2), step, alpha=-1.0)
         theta.index_copy_(0, batch.theta_rows.reshape(-1), Th_s.reshape(L * V, G, K))
         theta[-1].zero_()  # padding wrote into the spare row (zeros, or NaN from a diverged config): keep it zero
-    state.xi_sum += xi  # the server's noise σC·ξ on the sum, for every config at once (see SparseState)
+    ratio = state.denominator / (q * n_users)
+    state.xi_sum.add_(xi if ratio == 1.0 else xi * ratio)  # the server's noise σC·ξ, every config at once (SparseState)
 
 
 def sparse_accuracy(task: SparseTask, state: SparseState, chunk: int = 4096) -> torch.Tensor:

@@ -13,24 +13,44 @@ import pandas as pd
 from dpfl.papers.bietti2022.layout import level, level_name
 
 #: per metric: whether higher is better, and its label
-METRICS = {"excess_risk": (False, "excess risk"), "accuracy": (True, "test accuracy")}
+METRICS = {"excess_risk": (False, "excess risk"), "accuracy": (True, "test accuracy"),
+           "excess_risk_per_coordinate": (False, "excess risk ÷ d (authors' code)")}
+
+
+def quantity(metric: str) -> str:
+    """The quantity the claims select: the synthetic excess risk under either scale (compat B3) is `excess_risk`."""
+    return "excess_risk" if metric.startswith("excess_risk") else metric
+
+
+def end_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each run's evaluation at its end of training (the cell's `end` flag: the last round, or compat B4's last
+    multiple of eval_every), labelled with the latest such round so that runs ending at different rounds (B1, B5)
+    compare as one point."""
+    if "end" not in runs:
+        return runs[runs["round"] == runs["round"].max()]
+    end = runs[runs["end"].astype(bool)].copy()
+    end["round"] = int(end["round"].max()) if len(end) else 0
+    return end
 
 
 def best_over_eta(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per (level, round): the mean over seeds of each η, then the best η (min or max by the metric; NaN runs,
     diverged ones, never win). Columns: level, a, round, y, eta_best, n_seeds, diverged (η values whose mean is
-    not finite at that round)."""
+    not finite at that round), and eps (the best η's mean ε) where the runs have it."""
     higher, _ = METRICS[metric]
-    mean = runs.groupby(["level", "a", "eta", "round"], sort=False).agg(y=(metric, "mean"), n_seeds=("seed", "nunique"))
+    agg = {"y": (metric, "mean"), "n_seeds": ("seed", "nunique")}
+    if "eps" in runs:
+        agg["eps"] = ("eps", "mean")
+    mean = runs.groupby(["level", "a", "eta", "round"], sort=False).agg(**agg)
     mean = mean.reset_index()
     out = []
     for (lv, a, t), g in mean.groupby(["level", "a", "round"], sort=False):
         finite = g[np.isfinite(g["y"])]
         if finite.empty:
-            best = {"y": math.nan, "eta_best": math.nan}
+            best = {"y": math.nan, "eta_best": math.nan, "eps": float(g["eps"].max()) if "eps" in g else math.nan}
         else:
             row = finite.loc[finite["y"].idxmax() if higher else finite["y"].idxmin()]
-            best = {"y": float(row["y"]), "eta_best": float(row["eta"])}
+            best = {"y": float(row["y"]), "eta_best": float(row["eta"]), "eps": float(row.get("eps", math.nan))}
         out.append({"level": lv, "a": a, "round": int(t), **best, "n_seeds": int(g["n_seeds"].max()),
                     "diverged": int((~np.isfinite(g["y"])).sum())})
     return pd.DataFrame(out)
@@ -52,6 +72,7 @@ def fig1(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
     if not levels or not sigmas:
         raise ValueError(f"Fig 1: params.show picks no run of the grid (levels {grid['levels']}, σ {grid['sigmas']})")
     T = int(runs["round"].max())
+    label = _level_label(params, grid)
     early_end = max(1, math.ceil(0.1 * T))
     rows = []
     for sigma in sigmas:
@@ -59,19 +80,20 @@ def fig1(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
         panel = f"σ = {sigma:g}"
         d = pd.concat([local, runs[(runs["a"] > 0) & np.isclose(runs["sigma"].astype(float), sigma)]])
         best = best_over_eta(d, metric)
+        best_end = best_over_eta(end_rows(d), metric)
         for a in levels:
             name = level_name(a)
             b = best[best["level"] == name].sort_values("round")
             if b.empty:
                 raise ValueError(f"fig1: no runs for a = {name} at σ = {sigma:g}")
-            base = {"panel": panel, "sigma": sigma, "curve": f"αQ = {'∞' if math.isinf(a) else name}", "level": name, "a": a,
-                    "quantity": metric}
+            base = {"panel": panel, "sigma": sigma, "curve": label(a), "level": name, "a": a,
+                    "quantity": quantity(metric)}
             for _, r in b.iterrows():
                 rows.append({**base, "window": "round", "x": r["round"], "y": r["y"], "eta_best": r["eta_best"],
                              "n_seeds": r["n_seeds"], "diverged_etas": r["diverged"]})
             early = b[(b["round"] >= 1) & (b["round"] <= early_end)]
             rows.append({**base, "window": "early", "x": float(early_end), "y": float(early["y"].mean())})
-            last = b.iloc[-1]
+            last = best_end[best_end["level"] == name].iloc[0]
             rows.append({**base, "window": "final", "x": float(last["round"]), "y": float(last["y"]),
                          "eta_best": last["eta_best"]})
             log(f"{panel}, a = {name}: final {metric} {last['y']:.4g} (η = {last['eta_best']:g})")
@@ -84,7 +106,7 @@ def fig1(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
             pick = (max if METRICS[metric][0] else min)(finals, key=lambda r: r["y"])
             names = ", ".join(level_name(level(a)).replace("inf", "∞") for a in members)
             rows.append({"panel": panel, "sigma": sigma, "curve": f"best of αQ ∈ {{{names}}}", "level": group,
-                         "a": math.nan, "quantity": metric, "window": "final", "x": pick["x"], "y": pick["y"],
+                         "a": math.nan, "quantity": quantity(metric), "window": "final", "x": pick["x"], "y": pick["y"],
                          "best_level": pick["level"]})
         if sigma > 0:  # ε is the same for every a > 0 (and 0 at a = 0): one curve per panel
             private = d[d["a"] > 0]
@@ -100,6 +122,20 @@ def fig1(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
     df["metric_label"] = METRICS[metric][1]
     df["rounds"] = T
     return df
+
+
+def _level_label(params: dict, grid: dict):
+    """Legend label of a level: "αQ = a"; with the authors' CNN local step (compat B2, L·η_θ) the grid value a acts
+    as αQ = a/Q, which the label states."""
+    impl = params.get("implementation") or {}
+    b2 = grid.get("model") == "cnn" and impl.get("cnn_local_step") == "times_users"
+
+    def label(a: float) -> str:
+        name = "∞" if math.isinf(a) else level_name(a)
+        if b2 and 0 < a < math.inf:
+            return f"αQ = {name} (effective {a / int(grid['users_per_round']):g})"
+        return f"αQ = {name}"
+    return label
 
 
 # ---------------------------------------------------------------------------------------------- Fig 2
@@ -131,8 +167,8 @@ def fig2(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
     rows = []
     for gid in params["grids"]:
         d = runs[runs["grid"] == gid]
-        T = int(d["round"].max())
-        final = d[d["round"] == T]
+        final = end_rows(d)
+        T = int(final["round"].max())
         metric = final["metric"].iloc[0]
         local = best_over_eta(final[final["a"] == 0], metric)
         if local.empty:
@@ -145,10 +181,10 @@ def fig2(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
         private = final[(final["a"] > 0) & (final["sigma"] > 0)]
         for (lv, a, sigma), g in private.groupby(["level", "a", "sigma"], sort=True):
             best = best_over_eta(g, metric)
-            eps = float(g["eps"].iloc[0])
+            eps = float(best["eps"].iloc[0])  # the ε of the winning η's runs (the same for all unless B1/B5)
             if not (np.isfinite(eps) and np.isfinite(best["y"].iloc[0])):
                 continue
-            name = "global only" if math.isinf(a) else f"αQ = {lv}"
+            name = "global only" if math.isinf(a) else _level_label(params, params["grids"][gid])(a)
             rows.append({**base, "curve": name, "level": lv, "a": a, "sigma": sigma, "window": "point", "x": eps,
                          "y": float(best["y"].iloc[0]), "eta_best": float(best["eta_best"].iloc[0])})
             points.append((eps, float(best["y"].iloc[0])))
