@@ -5,7 +5,14 @@ per seed. The data stream of a seed (user samples, minibatches) is named by (tas
 every cell of a seed sees the same data (common random numbers across σ and a); the noise vector ξ is named by
 (task, seed, σ). Tasks: `synthetic` (spec §1.1, generated here; excess risk after every round) and `emnist`
 (spec §1.3, the prepared federated EMNIST; top-1 test accuracy every `eval_every` rounds and after the last).
-Returns one row per (seed, a, η, evaluation round): the metric, and ε nominal / certified.
+Returns one row per (seed, a, η, evaluation round): the metric, ε nominal / certified, and `end` (the run's end of
+training, which the tables read as "final").
+
+`params.implementation` (spec §8; `compat: authors-code` sets the published code's values): B1 `sampling: shuffle`
+(each run's rounds come from a plan drawn up front: the first Q of the shuffled users with data left, until all are
+exhausted; T and each round's rate L_t/N follow from it, and ε composes the rounds' rates), B2 `cnn_local_step:
+times_users`, B3 `excess_risk: coordinate_mean`, B4 `end_point: last_multiple`, B5 `rng: per_run` (each config is
+its own run with its own data and noise streams, named by (seed, η, a): one config per batch).
 """
 
 from __future__ import annotations
@@ -296,7 +303,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     size = 1 if per_run else size  # B5: no two runs share a stream
     batches = [np.arange(a, min(len(grid), a + size)) for a in range(0, len(grid), size)]
     log(f"{job.cell}: {kind} model, {len(grid)} configs (η × a) in {len(batches)} batch(es) of ≤ {size}, N = {N}, "
-        f"d = {d}, K = {K}, T = {T}, seeds {list(p['seeds'])}, device {describe(device)}; the models take "
+        f"d = {d}, K = {K}, T = {T if impl['sampling'] == 'poisson' or setup.task == 'synthetic' else 'until the data is exhausted'}, seeds {list(p['seeds'])}, device {describe(device)}; the models take "
         f"{per_config * size:.0f} MiB per batch")
     rows, start, evaluating, starting, storage = [], time.perf_counter(), 0.0, 0.0, _Storage()
     rounds_run, evaluations, full_T, eps_cache = 0, 0, [], {}
