@@ -5,8 +5,6 @@ point; ε on a green dashed right axis (the same for every a > 0; not drawn at �
 import matplotlib.pyplot as plt
 import numpy as np
 
-from dpfl.papers.bietti2022.table import quantity
-
 
 def fig1(df, spec, meta):
     plot = spec.get("plot", {})
@@ -22,7 +20,7 @@ def fig1(df, spec, meta):
             d = rounds[rounds["panel"] == panel]
             curves = [c for c in dict.fromkeys(d["curve"]) if c != "ε"]
             for i, curve in enumerate(curves):
-                c = d[(d["curve"] == curve) & (d["quantity"] == quantity(metric))].sort_values("x")
+                c = d[(d["curve"] == curve) & (d["quantity"] != "eps")].sort_values("x")
                 ax.plot(c["x"], c["y"], color=colours[i % len(colours)], lw=1.3, label=curve)
             if plot.get("log_y", metric.startswith("excess_risk")):
                 ax.set_yscale("log")

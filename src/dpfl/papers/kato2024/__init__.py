@@ -13,7 +13,7 @@ FIGURES = {
     **{fig: FigureDef(table="dpfl.papers.kato2024.table:curves", plot="dpfl.papers.kato2024.plot:curves",
                       kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.layout",
                       cell="dpfl.papers.kato2024.cell:run_cell")
-       for fig in ("fig4", "fig6", "fig7", "fig8", "fig9", "fig10a")},
+       for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10a", "fig10b")},
     "fig13": FigureDef(table="dpfl.papers.kato2024.bars:table", plot="dpfl.papers.kato2024.bars_plot:bars",
                        kind="experiment", layout="dpfl.papers.kato2024.bars", cell="dpfl.papers.kato2024.bars:run_cell"),
 }

@@ -127,6 +127,11 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
         name = seed_allocation(p, panel, seed)
         alloc = dict(np.load(inputs["allocations"][name], allow_pickle=False))
         d = load_run_data(dataset, prepared, alloc)
+        share = float(p.get("train_subsample", 1.0))
+        if share < 1.0:  # a reduced scale: a uniform random subset of the seed's training records (in their order)
+            pick = rng_for(job.seed, "kato2024", dataset, "subsample", share, seed).random(len(d["y"])) < share
+            for key_ in ("X", "y", "silo", "user"):
+                d[key_] = d[key_][pick]
         if method.family == "group":
             counts = np.bincount(d["user"], minlength=U)
             k = group_size(method.group, counts)

@@ -76,8 +76,11 @@ def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, di
     panel_id, mid, q = parse_cell(cell)
     method = BY_ID[mid]
     own = {k: v for k, v in params.items() if k not in ("panels", "hyper", "methods", "sampling_rates", "reuse_cells")}
-    own["panels"] = [panel_of(params, panel_id)]
-    own["hyper"] = {method.hyper: params["hyper"][method.hyper]}
+    panel = dict(panel_of(params, panel_id))
+    # a panel may override its methods' hyper-parameters (MNIST: ULDP-AVG's η_g is 10 at U = 100, 100 at U = 10000)
+    override = (panel.pop("hyper", None) or {}).get(method.hyper, {})
+    own["panels"] = [panel]
+    own["hyper"] = {method.hyper: {**params["hyper"][method.hyper], **override}}
     own["methods"] = [mid]
     if q is not None:
         own["sampling_rates"] = [q]

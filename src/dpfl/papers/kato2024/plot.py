@@ -49,14 +49,14 @@ def curves(df, spec, meta):
     whose certified ε differs from the nominal one also shows the certified ε dashed."""
     plot = spec["plot"]
     left = plot.get("left", "utility")
-    panels = list(dict.fromkeys(df["panel"]))
+    rounds = df[df["window"] == "round"]
+    panels = list(dict.fromkeys(rounds["panel"]))  # summary rows (gaps) have panels of their own: not drawn
     ncol = int(plot.get("panels_per_row", 2))
     nrow = int(np.ceil(len(panels) / ncol))
     size = plot.get("figsize") or [5.2 * ncol, 2.6 * nrow + 0.6]
     fig, axes = plt.subplots(nrow, 2 * ncol, figsize=size, layout="constrained", squeeze=False)
-    curves_order = list(dict.fromkeys(df["curve"]))
+    curves_order = list(dict.fromkeys(rounds["curve"]))
     colours = {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(curves_order)}
-    rounds = df[df["window"] == "round"]
     metric = df["metric"].iloc[0]
     column = df["loss"].iloc[0] if left == "loss" else "utility"
     ylabel = plot.get("ylabel") or ("test loss" + (" (sum of per-batch means)" if column == "test_loss_batch_sum"

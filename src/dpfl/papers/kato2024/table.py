@@ -93,10 +93,30 @@ def curves(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
                                      "group_k", "failed_seeds", "n_seeds", "multiplier_used", "seconds_per_round",
                                      "device", "metric"])
     loss = "test_loss_batch_sum" if params["implementation"]["test_loss"] == "batch_sum" else "test_loss"
-    df = pd.concat([df, _weighting_gaps(df, loss)], ignore_index=True)
+    df = pd.concat([df, _weighting_gaps(df, loss), _noniid_gaps(df, loss)], ignore_index=True)
     df["loss"] = loss
     log(f"{df['curve'].nunique()} curves over {df['panel'].nunique()} panels, {T} rounds")
     return df
+
+
+def _noniid_gaps(df: pd.DataFrame, loss: str) -> pd.DataFrame:
+    """Fig 5 (spec §8 C-K5a/b): per method and (U, S) with both a zipf-iid and a zipf-noniid panel, the final
+    test-loss gap noniid − iid (positive: non-iid data hurts), as rows `quantity: noniid_gap, window: by_users` with
+    x = S and the column `users`, so the claims can compare gaps across U and across methods."""
+    final = df[(df["quantity"] == loss) & (df["window"] == "final")]
+    rows = []
+    for (method, users, silos), d in final.groupby(["method", "users", "silos"], sort=False):
+        by = d.set_index("distribution")
+        if not {"zipf-iid", "zipf-noniid"} <= set(by.index):
+            continue
+        iid, noniid = by.loc["zipf-iid"], by.loc["zipf-noniid"]
+        rows.append({"panel": f"{iid['panel']}→{noniid['panel']}", "method": method,
+                     "curve": f"final-loss gap non-iid − iid, {iid['curve']}", "q": iid["q"], "users": users,
+                     "silos": silos, "distribution": "zipf-noniid − zipf-iid", "quantity": "noniid_gap",
+                     "window": "by_users", "x": int(silos), "y": float(noniid["y"] - iid["y"]),
+                     "se": float(np.hypot(iid["se"], noniid["se"])), "seeds": int(min(iid["seeds"], noniid["seeds"])),
+                     "metric": iid["metric"]})
+    return pd.DataFrame(rows)
 
 
 def _weighting_gaps(df: pd.DataFrame, loss: str) -> pd.DataFrame:

@@ -1,0 +1,64 @@
+"""kato2024 Figs 5 and 10(b) (MNIST): the DAG's cells and deduplication, a panel's hyper-parameter override, the
+training-record subsample of reduced scales, and the non-iid gap rows that claims C-K5a/b compare."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfl import jobs
+from dpfl.config import load
+from dpfl.papers.kato2024 import layout
+from dpfl.papers.kato2024.table import _noniid_gaps
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_fig5_cells_and_fig10b_reads_fig5s_identical_run():
+    cfg = load(ROOT, {"scale": "quick"})
+    cells = jobs.cell_ids(cfg, "kato2024", "fig5", "none")
+    assert len(cells) == 6 * 8 and not any("uldp_naive" in c for c in cells)
+    sources = jobs.cell_sources(cfg, "kato2024", "fig10b", "none")
+    assert sources[0] == ("fig5", "e-uldp_avg_w")  # q = 1 is Fig 5's run (spec §7: deduplicate)
+    assert [c for f, c in sources[1:]] == ["e-uldp_avg_ws-q0.1", "e-uldp_avg_ws-q0.3", "e-uldp_avg_ws-q0.5"]
+    # the U = 10000 panels take ULDP-AVG's η_g = 100 from their own override; U = 100 keeps the figure's 10
+    fig5 = cfg.figure_params("kato2024", "fig5", "none")
+    own_e, _ = layout.cell_params(fig5, {}, "e-uldp_avg_w")
+    own_b, _ = layout.cell_params(fig5, {}, "b-uldp_avg_w")
+    assert own_e["hyper"]["avg"]["eta_g"] == 100.0 and own_b["hyper"]["avg"]["eta_g"] == 10.0
+    assert own_e["hyper"]["avg"]["clip"] == 0.1 and "hyper" not in own_e["panels"][0]
+    assert layout.cell_params(fig5, {}, "e-default")[0]["hyper"] == {"fedavg": fig5["hyper"]["fedavg"]}
+    # editing Fig 10(b)'s ULDP-AVG so that the jobs differ: it computes its own q = 1 run
+    edited = copy.deepcopy(cfg)
+    edited.papers["kato2024"]["figures"]["fig10b"]["params"]["hyper"]["avg"]["eta_g"] = 50.0
+    assert jobs.cell_sources(edited, "kato2024", "fig10b", "none")[0] == ("fig10b", "e-uldp_avg_w")
+
+
+def test_reduced_scale_subsamples_mnist_and_says_so():
+    quick = load(ROOT, {"scale": "quick"}).figure_params("kato2024", "fig5", "none")
+    paper = load(ROOT, {"scale": "paper"}).figure_params("kato2024", "fig5", "none")
+    assert quick["train_subsample"] == 0.1 and paper.get("train_subsample", 1.0) == 1.0
+
+
+def _final(method, users, distribution, panel, y, se=0.01):
+    return {"panel": panel, "method": method, "curve": method, "q": 1.0, "users": users, "silos": 5,
+            "distribution": distribution, "quantity": "test_loss", "window": "final", "x": 200, "y": y, "se": se,
+            "seeds": 5, "metric": "accuracy"}
+
+
+def test_noniid_gap_rows_by_hand():
+    df = pd.DataFrame([_final("uldp_avg", 100, "zipf-iid", "b", 0.5), _final("uldp_avg", 100, "zipf-noniid", "c", 1.25),
+                       _final("uldp_avg", 10000, "zipf-iid", "e", 0.4), _final("uldp_avg", 10000, "zipf-noniid", "f", 0.5),
+                       _final("default", 100, "zipf-iid", "b", 0.3), _final("default", 100, "zipf-noniid", "c", 0.4),
+                       _final("default", 100, "uniform", "a", 0.2)])
+    gaps = _noniid_gaps(df, "test_loss").set_index(["method", "users"])
+    assert set(gaps.index) == {("uldp_avg", 100), ("uldp_avg", 10000), ("default", 100)}
+    assert gaps.loc[("uldp_avg", 100), "y"] == pytest.approx(0.75)
+    assert gaps.loc[("uldp_avg", 10000), "y"] == pytest.approx(0.1)
+    assert gaps.loc[("default", 100), "y"] == pytest.approx(0.1)
+    assert gaps.loc[("uldp_avg", 100), "se"] == pytest.approx(np.hypot(0.01, 0.01))
+    assert (gaps["quantity"] == "noniid_gap").all() and (gaps["x"] == 5).all()
