@@ -111,7 +111,7 @@ def _noniid_gaps(df: pd.DataFrame, loss: str) -> pd.DataFrame:
             continue
         iid, noniid = by.loc["zipf-iid"], by.loc["zipf-noniid"]
         rows.append({"panel": f"{iid['panel']}→{noniid['panel']}", "method": method,
-                     "curve": f"final-loss gap non-iid − iid, {iid['curve']}", "q": iid["q"], "users": users,
+                     "curve": f"final-loss gap non-iid − iid, {iid['curve']}, U = {users}", "q": iid["q"], "users": users,
                      "silos": silos, "distribution": "zipf-noniid − zipf-iid", "quantity": "noniid_gap",
                      "window": "by_users", "x": int(silos), "y": float(noniid["y"] - iid["y"]),
                      "se": float(np.hypot(iid["se"], noniid["se"])), "seeds": int(min(iid["seeds"], noniid["seeds"])),
