@@ -34,6 +34,7 @@ def test_fig2_table_from_cells():
     tables = [cell_rows("0", 0.0, math.nan, 0.0, {0.1: 0.50, 1.0: 0.55}),  # local only: best η → 0.55
               cell_rows("inf", math.inf, 1.0, 5.0, {0.1: 0.70, 1.0: 0.65}),
               cell_rows("inf", math.inf, 10.0, 0.5, {0.1: 0.40, 1.0: 0.45}),
+              cell_rows("inf", math.inf, 100.0, 0.05, {0.1: 0.20, 1.0: 0.21}),  # off the drawn range (ε < 0.1)
               cell_rows("1", 1.0, 1.0, 5.0, {0.1: 0.72, 1.0: 0.60}),
               cell_rows("1", 1.0, 10.0, 0.5, {0.1: 0.58, 1.0: 0.57}),
               cell_rows("1", 1.0, 0.0, math.inf, {0.1: 0.9, 1.0: 0.9})]  # σ = 0: ε = ∞, not a point
@@ -42,20 +43,21 @@ def test_fig2_table_from_cells():
     local = pts[pts["curve"] == "local only"]
     assert local["y"].tolist() == [0.55] and local["eta_best"].tolist() == [1.0]
     blue = pts[pts["curve"] == "global only"].sort_values("x")
-    assert blue[["x", "y"]].values.tolist() == [[0.5, 0.45], [5.0, 0.70]]
+    assert blue[["x", "y"]].values.tolist() == [[0.05, 0.21], [0.5, 0.45], [5.0, 0.70]]
     black = pts[pts["curve"] == PERSONALIZED].sort_values("x")
-    assert black[["x", "y"]].values.tolist() == [[0.1, 0.55], [0.5, 0.58], [5.0, 0.72]]
+    # the spec's rule keeps an off-range first point (ε 0.05 < ε_min); the start point then tops it
+    assert black[["x", "y"]].values.tolist() == [[0.05, 0.21], [0.1, 0.55], [0.5, 0.58], [5.0, 0.72]]
     budget = df[(df["window"] == "budget")]
     at = lambda curve: budget[budget["curve"] == curve].sort_values("x")["y"].to_numpy()  # noqa: E731
     grid = np.geomspace(0.1, 1000, 5)  # 0.1, 1, 10, 100, 1000
     assert np.allclose(at(PERSONALIZED), [0.55, 0.58, 0.72, 0.72, 0.72])
-    assert np.isnan(at("global only")[0]) and np.allclose(at("global only")[1:], [0.45, 0.70, 0.70, 0.70])
+    assert np.allclose(at("global only"), [0.21, 0.45, 0.70, 0.70, 0.70])
     assert np.allclose(at("best of local and global"), [0.55, 0.55, 0.70, 0.70, 0.70])
     gain = df.loc[df["quantity"] == "gain_area", "y"].iloc[0]
     assert gain == pytest.approx(np.trapezoid([0, 0.03, 0.02, 0.02, 0.02], np.log(grid)))
     small = df[df["window"] == "smallest_global_eps"].set_index("curve")
     assert small.loc["local only", "y"] == 0.55 and small.loc[PERSONALIZED, "y"] == 0.58
-    assert (small["x"] == 0.5).all()
+    assert (small["x"] == 0.5).all()  # the smallest drawn ε of a global-only point (0.05 lies left of ε_min = 0.1)
 
 
 def test_fig1_best_of_groups_picks_the_best_final_level():

@@ -209,8 +209,9 @@ def fig2(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
         gap = np.nan_to_num(curves[PERSONALIZED] - curves["best of local and global"])
         out.append(pd.DataFrame([{"panel": gid, "curve": "gain", "quantity": "gain_area", "window": "summary",
                                   "x": 0.0, "y": float(np.trapezoid(gap, np.log(grid)))}]))
-        if not blue.empty:  # at the smallest ε where a global-only point exists: the envelope and local only
-            first = float(blue["x"].min())
+        visible = blue[blue["x"] >= eps_min]  # the figure's x-range starts at eps_min (spec §5)
+        if not visible.empty:  # at the smallest ε where a global-only point is drawn: the envelope and local only
+            first = float(visible["x"].min())
             out.append(pd.DataFrame([{"panel": gid, "curve": name, "quantity": quantity,
                                       "window": "smallest_global_eps", "x": first, "y": float(value)}
                                      for name, value in (("local only", local_acc),
