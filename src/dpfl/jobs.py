@@ -86,3 +86,14 @@ def build_cell_job(cfg, paper: str, figure: str, cell: str, mode: str) -> CellJo
     g = cfg.globals
     return CellJob(paper=paper, figure=figure, cell=cell, mode=mode, scale=g["scale"], seed=g["seed"],
                    device=g["device"], params=params, settings=settings)
+
+
+def cell_gpu(cfg, paper: str, figure: str, cell: str, mode: str) -> int:
+    """1 if the cell is worth a GPU (its layout's optional `gpu_cell(params)`: kato2024's MNIST CNN cells, bietti2022's
+    CNN cells), else 0: the `gpu` resource of the cell rule, so that `--resources gpu=1` runs them one at a time on a
+    workstation and a cluster profile can send them to GPU nodes. It requests a resource only; the device the job
+    computes on is `device:` (auto picks a GPU when one is visible)."""
+    wants = getattr(layout(paper, figure), "gpu_cell", None)
+    if wants is None:
+        return 0
+    return int(bool(wants(build_cell_job(cfg, paper, figure, cell, mode).params)))

@@ -143,6 +143,8 @@ for _mode, _sub in MODE_SUBDIR.items():
         resources:
             mem_mb=4000,
             runtime=120,
+            # 1 for cells worth a GPU (jobs.cell_gpu): `--resources gpu=1` serialises them, profiles/slurm maps it
+            gpu=lambda w, _mode=_mode: jobs.cell_gpu(CFG, w.paper, w.figure, w.cell, _mode),
         script:
             "../scripts/figure_cell.py"
 

@@ -109,3 +109,8 @@ def bench_units(params: dict) -> tuple[int, str]:
     """Rounds of the figure's runs where configured (federated tasks with `rounds: null` take T from the data:
     their cells report it, dpfl.bench uses that) and their name."""
     return max([int(g["rounds"]) for g in params["grids"].values() if g.get("rounds")] or [0]), "round"
+
+
+def gpu_cell(params: dict) -> bool:
+    """A cell worth a GPU (dpfl.jobs.cell_gpu): the CNN grids (Fig 1d, Fig 2's EMNIST CNN panel)."""
+    return params.get("model", "linear") == "cnn"

@@ -95,3 +95,8 @@ def bench_params(params: dict, units: int) -> dict:
 def bench_units(params: dict) -> tuple[int, str]:
     """How many units of work the full figure runs per cell, and their name (rounds, all seeds batched)."""
     return int(params["rounds"]), "round"
+
+
+def gpu_cell(params: dict) -> bool:
+    """A cell worth a GPU (dpfl.jobs.cell_gpu): MNIST's CNN (Figs 5, 10(b)); the other models are tiny."""
+    return params["dataset"] == "mnist"
