@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Gather the project's Python dependencies as wheels for a GPU machine that has Python 3.12 and a CUDA build of
+# PyTorch but no package index (run here, where PyPI is reachable). torch itself (and its CUDA/triton packages) is
+# left out: the GPU machine keeps its own CUDA build.
+#
+#   bash tools/gpu/gather_wheels.sh [all|bench] [python-version]
+#
+# all   (default) every runtime dependency of pyproject.toml with its transitive dependencies, as resolved in .venv;
+# bench what `python -m dpfl bench` needs beyond what the device machines' CUDA image already holds (it has numpy,
+#       pandas, scipy, PyYAML, attrs, mpmath, absl-py: /work/.library/device/KINDS.md), a few MiB, small enough to
+#       carry (the device tool carries at most 64 MiB with the working tree).
+# Wheels land in wheelhouse/py<version>/<set>/ (ignored by git); install them there with tools/gpu/install_and_bench.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SET="${1:-all}"
+PYV="${2:-3.12}"
+OUT="wheelhouse/py${PYV/./}/$SET"
+PIP=".venv/bin/pip"
+[ -x "$PIP" ] || { echo "gather_wheels: .venv is missing: run 'make test' (or make reproduce) first" >&2; exit 2; }
+mkdir -p "$OUT"
+REQ="$(mktemp)"
+trap 'rm -f "$REQ"' EXIT
+case "$SET" in
+  all)
+    # every installed distribution of the project's environment except torch, its CUDA stack, pytest and the project
+    "$PIP" freeze --exclude-editable | grep -viE '^(torch|triton|nvidia-|pytest|pluggy|iniconfig|dpfl)' > "$REQ" ;;
+  bench)
+    # the accountants (dp-accounting, opacus) and the config validator (jsonschema), pinned as in .venv
+    "$PIP" freeze --exclude-editable | grep -iE '^(dp-accounting|dm-tree|opacus|jsonschema|jsonschema-specifications|referencing|rpds-py|typing.extensions)==' > "$REQ" ;;
+  *) echo "gather_wheels: unknown set '$SET'; allowed: all, bench" >&2; exit 2 ;;
+esac
+# binary wheels for CPython $PYV on x86-64 Linux (pure-Python wheels match any platform); a package published only as
+# a source archive is built into a wheel here (fails loudly if it is not pure Python)
+: > "$OUT/download.log"
+while read -r req; do
+  [ -n "$req" ] || continue
+  if ! "$PIP" download --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
+      --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+      --dest "$OUT" "$req" >> "$OUT/download.log" 2>&1; then
+    "$PIP" wheel --no-deps --wheel-dir "$OUT" "$req" >> "$OUT/download.log" 2>&1 || {
+      echo "gather_wheels: no $PYV wheel and no buildable source for $req; see $OUT/download.log" >&2; exit 1; }
+    built="$(ls -t "$OUT"/*.whl | head -1)"
+    case "$built" in *-py3-none-any.whl|*-py2.py3-none-any.whl) echo "gather_wheels: built $(basename "$built") from source" ;;
+      *) echo "gather_wheels: $req built a platform wheel for this Python, not $PYV: $built" >&2; exit 1 ;; esac
+  fi
+done < "$REQ"
+cp "$REQ" "$OUT/requirements.txt"
+echo "gather_wheels: $(ls "$OUT"/*.whl | wc -l) wheels, $(du -sh "$OUT" | cut -f1) in $OUT"
