@@ -35,6 +35,8 @@ per_eval = float(df["seconds_per_evaluation"].iloc[0]) if "seconds_per_evaluatio
 evals = int(df["evaluations"].iloc[0]) if "evaluations" in df else 0
 print(json.dumps({"seconds": time.perf_counter() - t, "loop_per_unit": loop, "units": units, "configs": configs,
                   "per_eval": per_eval, "evals": evals,
+                  "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
+                  "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -97,6 +99,8 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
             if r.get("configs"):
                 per_seed += f" ({r['configs']} configs batched: {per_unit / r['configs'] * 1e3:.2f} ms/{unit} per config)"
             what = f"setup, accounting and {evals} evaluations" if evals else "setup and accounting"
+            if r.get("gpu_peak_mb") is not None:
+                what += f"; GPU peak {r['gpu_peak_mb']:.0f} MiB on {r['device']}"
             print(f"  {figure} {cell:28s} {per_unit:8.2f} s/{unit}{per_seed}  + {setup:6.1f} s {what}"
                   f"   peak {r['peak_mb']:7.0f} MiB", flush=True)
         if not rows:

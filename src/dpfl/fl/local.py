@@ -21,7 +21,7 @@ caller; the module stays in eval mode and dropout is applied through explicit ma
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -341,6 +341,7 @@ class Bucket:
     y: torch.Tensor  # (Pb, n_pad, ...)
     mask: torch.Tensor  # (Pb, n_pad)
     counts: torch.Tensor  # (Pb,)
+    active: dict = field(default_factory=dict, repr=False, compare=False)  # active_pairs per batch size (cached)
 
 
 def padded_size(n: int, batch: int) -> int:
@@ -399,9 +400,11 @@ def _gather(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 def active_pairs(bucket: Bucket, batch: int) -> list[int]:
     """For each step j of an epoch, how many pairs still hold a batch (those with more than j·B records; at least
     one step for every pair): a prefix of the bucket, its pairs being ordered by count, largest first."""
-    counts = bucket.counts.cpu().numpy()
-    steps = max(1, math.ceil(bucket.mask.shape[1] / batch))
-    return [len(counts)] + [int((counts > j * batch).sum()) for j in range(1, steps)]
+    if batch not in bucket.active:  # read from the device once per bucket, not every round (a host sync on a GPU)
+        counts = bucket.counts.cpu().numpy()
+        steps = max(1, math.ceil(bucket.mask.shape[1] / batch))
+        bucket.active[batch] = [len(counts)] + [int((counts > j * batch).sum()) for j in range(1, steps)]
+    return bucket.active[batch]
 
 
 def _epoch_batches(bucket: Bucket, batch: int, gen: torch.Generator, shuffle: bool, active: list[int]):
