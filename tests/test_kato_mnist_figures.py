@@ -62,3 +62,17 @@ def test_noniid_gap_rows_by_hand():
     assert gaps.loc[("default", 100), "y"] == pytest.approx(0.1)
     assert gaps.loc[("uldp_avg", 100), "se"] == pytest.approx(np.hypot(0.01, 0.01))
     assert (gaps["quantity"] == "noniid_gap").all() and (gaps["x"] == 5).all()
+
+
+def test_subsample_keeps_a_share_of_the_records_with_their_users_and_silos():
+    from dpfl.papers.kato2024.cell import subsample
+
+    n = 20000
+    run = {"X": np.arange(n * 2, dtype=np.float32).reshape(n, 2), "y": np.arange(n) % 10, "silo": np.arange(n) % 5,
+           "user": np.arange(n) % 7, "X_test": np.zeros((3, 2)), "y_test": np.zeros(3)}
+    a = subsample(run, 0.1, np.random.default_rng(0))
+    b = subsample(run, 0.1, np.random.default_rng(0))
+    kept = a["X"][:, 0].astype(int) // 2  # the original record index of every kept row
+    assert abs(len(kept) - 0.1 * n) < 4 * np.sqrt(n * 0.09) and np.all(np.diff(kept) > 0)  # a share, in order
+    assert np.array_equal(a["y"], kept % 10) and np.array_equal(a["silo"], kept % 5) and np.array_equal(a["user"], kept % 7)
+    assert np.array_equal(a["X"], b["X"]) and a["X_test"] is run["X_test"]  # reproducible; the test set untouched

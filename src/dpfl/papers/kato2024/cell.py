@@ -55,6 +55,13 @@ def load_run_data(dataset: str, prepared: dict, alloc: dict) -> dict:
             "X_test": np.asarray(Xte, np.float32), "y_test": yte}
 
 
+def subsample(run: dict, share: float, rng: np.random.Generator) -> dict:
+    """Each training record kept independently with probability `share` (reduced scales, `train_subsample`), in its
+    order, with its silo and user; the test set is untouched."""
+    pick = rng.random(len(run["y"])) < share
+    return {**run, **{k: run[k][pick] for k in ("X", "y", "silo", "user")}}
+
+
 def utility(metric: str, out: np.ndarray, y: np.ndarray) -> float:
     from dpfl.models import metrics
 
@@ -128,10 +135,8 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
         alloc = dict(np.load(inputs["allocations"][name], allow_pickle=False))
         d = load_run_data(dataset, prepared, alloc)
         share = float(p.get("train_subsample", 1.0))
-        if share < 1.0:  # a reduced scale: a uniform random subset of the seed's training records (in their order)
-            pick = rng_for(job.seed, "kato2024", dataset, "subsample", share, seed).random(len(d["y"])) < share
-            for key_ in ("X", "y", "silo", "user"):
-                d[key_] = d[key_][pick]
+        if share < 1.0:  # a reduced scale: a uniform random subset of the seed's training records
+            d = subsample(d, share, rng_for(job.seed, "kato2024", dataset, "subsample", share, seed))
         if method.family == "group":
             counts = np.bincount(d["user"], minlength=U)
             k = group_size(method.group, counts)
