@@ -101,3 +101,40 @@ def test_full_3072_bit_path_with_the_spec_record_bound():
     server, silos, _ = setup(counts, bits=3072, bound=2000)
     got, _, _ = run_round(server, silos, counts, clipped, noise)
     assert np.allclose(got, plaintext(counts, clipped, noise).sum(0), rtol=1e-8, atol=1e-9)
+
+
+def test_group_15_prime_is_the_rfc_3526_safe_prime():
+    import mpmath
+
+    from dpfl.papers.kato2024.secure import MODP_3072_PRIME
+
+    mpmath.mp.prec = 3300
+    want = 2**3072 - 2**3008 - 1 + 2**64 * (int(mpmath.floor(mpmath.mpf(2) ** 2942 * mpmath.pi)) + 1690314)
+    assert MODP_3072_PRIME == want and gmpy2.is_prime(want, 30) and gmpy2.is_prime((want - 1) // 2, 30)
+
+
+def test_key_exchange_gives_pairwise_keys_and_the_seed_to_every_silo_and_the_server_only_padded_values():
+    from dpfl.papers.kato2024.secure import key_exchange
+
+    keys, seeds, relayed = key_exchange(4, np.random.default_rng(3))
+    for a in range(4):
+        for b in range(a + 1, 4):
+            assert keys[a][b] == keys[b][a] and len(keys[a][b]) == 32
+    assert len({k for ks in keys for k in ks.values()}) == 6  # a different key per pair
+    assert len(set(seeds)) == 1 and len(seeds[0]) == 4  # every silo recovers silo 0's R
+    assert all(padded != seeds[0] for padded in relayed["seed"].values())  # the server relays R ⊕ K, not R
+    again, _, _ = key_exchange(4, np.random.default_rng(3))
+    assert again[0][1] != keys[0][1]  # fresh DH key pairs every setup
+
+
+def test_protocol_with_exchanged_keys_and_seed():
+    from dpfl.papers.kato2024.secure import key_exchange
+
+    counts, clipped, noise = federation(S=3, U=4, D=3, seed=7)
+    S, U = counts.shape
+    server = Server(S, bits=1024, record_bound=30)
+    keys, seeds, _ = key_exchange(S, np.random.default_rng(0))
+    silos = [Silo(s, server.public, keys[s], user_masks(seeds[s], U, server.public.n), record_bound=30)
+             for s in range(S)]
+    got, _, _ = run_round(server, silos, counts, clipped, noise, round_=2)
+    assert np.allclose(got, plaintext(counts, clipped, noise).sum(0), rtol=1e-8, atol=1e-9)

@@ -14,14 +14,18 @@ Two implementations of the silo's weighting: `reference` raises c_u to every coo
 exponent per user and coordinate, the published code's cost), the default raises c_u or c_u⁻¹ to |⌊Δ/P⌉| (≈ 30-bit
 exponents: the algebra is the same, as Enc(x)^{n−k} = (Enc(x)⁻¹)^k). Both decrypt to the same numbers (tested).
 
-This module holds the weighting and histogram arithmetic with the parties' objects; pair keys are inputs here (the
-Diffie–Hellman key exchange that derives them is the next step of issue 12).
+Key exchange (`key_exchange`): every silo makes a Diffie–Hellman key pair in the RFC 3526 3072-bit MODP group 15
+(`cryptography`), the server relays the public keys, every pair of silos derives its shared key with HKDF-SHA256, and
+silo 0 sends a random 32-bit seed R to every other silo as R ⊕ K_{0,s} through the server; the per-user masks r_u
+derive from R. The server relays only public keys and one-time-padded seeds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
+import warnings
 from collections.abc import Sequence
 
 import gmpy2
@@ -30,6 +34,21 @@ import numpy as np
 #: spec §6: the precision of the fixed-point encoding and the bound on a user's records that L covers
 PRECISION = 1e-10
 RECORD_BOUND = 2000
+
+#: RFC 3526 §4, the 3072-bit MODP group 15 (generator 2): 2^3072 − 2^3008 − 1 + 2^64·(⌊2^2942·π⌋ + 1690314), a safe
+#: prime (tests/test_kato_secure.py recomputes it from that formula)
+MODP_3072_PRIME = int(
+    "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
+    "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
+    "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F"
+    "83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804F1746C08CA18217C32905E462E36CE3B"
+    "E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6955817183995497CEA956AE515D2261898FA0510"
+    "15728E5A8AAAC42DAD33170D04507A33A85521ABDF1CBA64ECFB850458DBEF0A8AEA71575D060C7DB3970F85A6E1E4C7"
+    "ABF5AE8CDB0933D71E8C94E04A25619DCEE3D2261AD2EE6BF12FFA06D98A0864D87602733EC86A64521F2B18177B200C"
+    "BBE117577A615D6C770988C0BAD946E208E24FA074E5AB3143DB5BFCE0FD108E4B82D120A93AD2CAFFFFFFFFFFFFFFFF",
+    16,
+)
+MODP_3072_GENERATOR = 2
 
 
 class ProtocolError(RuntimeError):
@@ -83,6 +102,53 @@ def _pair_sign_masks(index: int, pair_keys: dict[int, bytes], label: str, count:
         for j in range(count):
             total[j] = (total[j] + sign * stream_int(key, label, j, n)) % n
     return total
+
+
+class DhParty:
+    """One silo's side of the key exchange: a DH key pair in group 15; `pair_key` derives the key shared with a peer
+    from the peer's public value (HKDF-SHA256 over the DH secret, bound to both silo indices)."""
+
+    def __init__(self, index: int):
+        from cryptography.hazmat.primitives.asymmetric import dh
+
+        self.index = index
+        with _ffdh():
+            self._params = dh.DHParameterNumbers(MODP_3072_PRIME, MODP_3072_GENERATOR).parameters()
+            self._private = self._params.generate_private_key()
+        self.public = self._private.public_key().public_numbers().y  # what the server relays
+
+    def pair_key(self, other: int, other_public: int) -> bytes:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import dh
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        with _ffdh():
+            peer = dh.DHPublicNumbers(other_public, self._params.parameter_numbers()).public_key()
+            secret = self._private.exchange(peer)
+        a, b = sorted((self.index, other))
+        info = f"dpfl kato2024 pair key {a}-{b}".encode()
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(secret)
+
+
+@contextlib.contextmanager
+def _ffdh():
+    """`cryptography` warns that finite-field DH is deprecated; the spec's protocol uses it (RFC 3526 group 15)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Diffie-Hellman over finite fields")
+        yield
+
+
+def key_exchange(n_silos: int, rng: np.random.Generator) -> tuple[list[dict[int, bytes]], list[bytes], dict]:
+    """Setup steps 1–3 of spec §6 for `n_silos` silos: the pair keys of every silo ({other: key}), the 32-bit seed
+    every silo recovers, and what the server relayed (public values and padded seeds). Silo 0 draws R from `rng`."""
+    parties = [DhParty(s) for s in range(n_silos)]
+    relayed = {"public": {p.index: p.public for p in parties}}
+    keys = [{o: p.pair_key(o, relayed["public"][o]) for o in range(n_silos) if o != p.index} for p in parties]
+    R = int(rng.integers(0, 2**32)).to_bytes(4, "big")
+    pad = lambda key: bytes(a ^ b for a, b in zip(R, key[:4]))  # noqa: E731  R ⊕ K_{0,s} (first 32 bits of the key)
+    relayed["seed"] = {s: pad(keys[0][s]) for s in range(1, n_silos)}
+    seeds = [R] + [bytes(a ^ b for a, b in zip(relayed["seed"][s], keys[s][0][:4])) for s in range(1, n_silos)]
+    return keys, seeds, relayed
 
 
 class Server:
