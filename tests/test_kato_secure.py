@@ -138,3 +138,35 @@ def test_protocol_with_exchanged_keys_and_seed():
              for s in range(S)]
     got, _, _ = run_round(server, silos, counts, clipped, noise, round_=2)
     assert np.allclose(got, plaintext(counts, clipped, noise).sum(0), rtol=1e-8, atol=1e-9)
+
+
+def test_a_private_round_of_uldp_avg_w_equals_its_plaintext_update_and_times_every_phase():
+    """Heart-like data (linear logistic model), 2 silos, 6 users, one with records in one silo only; -ws sampling
+    leaves a user out. θ' = θ + η_g/(U·S·q)·Σ_s message_s, the decrypted sum equal to the plaintext one."""
+    from dpfl.fl.local import FlatModel
+    from dpfl.models.nets import build_model
+    from dpfl.papers.kato2024.secure import secure_round
+    from dpfl.papers.kato2024.uldp import Federation
+
+    rng = np.random.default_rng(0)
+    n = 40
+    run = {"X": rng.normal(size=(n, 13)).astype(np.float32), "y": (rng.random(n) < 0.5).astype(np.int64),
+           "silo": rng.integers(0, 2, n), "user": rng.integers(0, 6, n)}
+    run["silo"][run["user"] == 5] = 0
+    fed = Federation.build([run], 2, 6, "user", 4, "cpu")
+    fm = FlatModel(build_model("heart_logistic", 0), "bce")
+    theta = fm.initial().double()
+    fm = FlatModel(build_model("heart_logistic", 0, dtype=torch.float64), "bce")
+    for bkt in fed.buckets:
+        bkt.X = bkt.X.double()
+    server = Server(2, bits=1024, record_bound=64)
+    masks = user_masks(b"seed", 6, server.public.n)
+    silos = [Silo(s, server.public, {1 - s: b"k" * 32}, masks, record_bound=64) for s in range(2)]
+    hyper = {"eta_g": 10.0, "eta_l": 0.001, "epochs": 2, "clip": 0.1}
+    sampled = np.array([True, True, False, True, True, True])
+    times = {}
+    new, plain = secure_round(theta, fed, fm, hyper, sigma=5.0, batch=4, gen=torch.Generator().manual_seed(1),
+                              server=server, silos=silos, round_=0, q=0.5, sampled=sampled, times=times)
+    want = theta + 10.0 / (6 * 2 * 0.5) * torch.as_tensor(plain)
+    assert torch.allclose(new, want, rtol=1e-8, atol=1e-9) and not torch.allclose(new, theta)
+    assert set(times) == {"blinded histogram", "local training", "aggregation"} and len(times["local training"]) == 2

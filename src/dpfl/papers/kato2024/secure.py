@@ -245,3 +245,68 @@ class Silo:
         plain = [(self.L * z + m) % n for z, m in zip(encode(noise, precision), pair)]
         # adding a plaintext p to a ciphertext: multiply by g^p = 1 + n·p (mod n²)
         return [int(a * (1 + n * p) % n2) for a, p in zip(acc, plain)]
+
+
+# ------------------------------------------------------------------------------------------ one private round
+
+
+def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, server: Server, silos: list[Silo],
+                 round_: int, q: float = 1.0, sampled: np.ndarray | None = None, reference: bool = False,
+                 times: dict | None = None) -> tuple:
+    """One ULDP-AVG-w(s) round of one run through the protocol (spec §6): θ (D,) → θ + η_g/(U·S·q)·Σ_s message_s,
+    each message_s = Σ_u (n_{s,u}/n_u)·clip_C(Δ_{s,u}) + N(0, (σC/√S)²) computed by silo s and decrypted only in
+    sum. `fed`: the run's (silo, user) pairs (dpfl.papers.kato2024.uldp.Federation, one run); `sampled` (U,) bool:
+    the users of this round (-ws: unsampled users count as absent, their histogram entries are zeros).
+    Appends wall-clock seconds to `times` (perf_counter): "blinded histogram", "local training" (one entry per silo:
+    its users' local SGD, clipping, encoding and encrypted weighting) and "aggregation". Returns (θ', the plaintext
+    Σ_s message_s from the same updates and noise, for checking)."""
+    import time
+
+    import torch
+
+    from dpfl.fl.aggregate import clip_updates
+    from dpfl.fl.local import local_sgd
+    from dpfl.papers.kato2024.uldp import _subset
+
+    times = {} if times is None else times
+    S, U, dim = fed.n_silos, fed.n_users, theta.shape[0]
+    counts = np.zeros((S, U), dtype=np.int64)
+    counts[fed.silo, fed.user] = fed.count
+    if sampled is not None:
+        counts[:, ~np.asarray(sampled, bool)] = 0
+    clip = float(hyper["clip"])
+
+    tick = time.perf_counter()
+    enc_inv = server.inverse_weights({s.index: s.blinded_histogram(counts[s.index], round_) for s in silos})
+    times.setdefault("blinded histogram", []).append(time.perf_counter() - tick)
+
+    silo_of = torch.as_tensor(fed.silo, device=theta.device)
+    user_of = torch.as_tensor(fed.user, device=theta.device)
+    keep_user = torch.as_tensor(counts.sum(0) > 0, device=theta.device)
+    messages, plain = {}, np.zeros(dim)
+    for silo in silos:
+        tick = time.perf_counter()
+        clipped = np.zeros((U, dim))
+        for b in fed.buckets:
+            keep = (silo_of[b.pairs] == silo.index) & keep_user[user_of[b.pairs]]
+            if not bool(keep.any()):
+                continue
+            part = _subset(b, keep)
+            start = theta[None].expand(len(part.pairs), dim)
+            delta = local_sgd(fm, start, part, epochs=int(hyper["epochs"]), batch=batch, lr=float(hyper["eta_l"]),
+                              gen=gen) - start
+            delta, _ = clip_updates(delta, clip)
+            clipped[user_of[part.pairs].cpu().numpy()] = delta.detach().cpu().double().numpy()
+        noise = (sigma * clip / math.sqrt(S)) * torch.randn(dim, generator=gen, dtype=torch.float64).numpy()
+        messages[silo.index] = silo.weighted_message(counts[silo.index], clipped, noise, enc_inv, round_,
+                                                     reference=reference)
+        times.setdefault("local training", []).append(time.perf_counter() - tick)
+        n_u = np.maximum(counts.sum(0), 1)
+        plain += (counts[silo.index] / n_u) @ clipped + noise
+
+    tick = time.perf_counter()
+    total = server.aggregate(messages)
+    times.setdefault("aggregation", []).append(time.perf_counter() - tick)
+    scale = float(hyper["eta_g"]) / (U * S * q)
+    new = theta + scale * torch.as_tensor(total, dtype=theta.dtype, device=theta.device)
+    return new, plain
