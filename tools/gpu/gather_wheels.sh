@@ -37,12 +37,21 @@ while read -r req; do
   if ! "$PIP" download --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
       --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
       --dest "$OUT" "$req" >> "$OUT/download.log" 2>&1; then
-    "$PIP" wheel --no-deps --wheel-dir "$OUT" "$req" >> "$OUT/download.log" 2>&1 || {
+    BUILD="$(mktemp -d)"
+    "$PIP" wheel --no-deps --wheel-dir "$BUILD" "$req" >> "$OUT/download.log" 2>&1 || {
       echo "gather_wheels: no $PYV wheel and no buildable source for $req; see $OUT/download.log" >&2; exit 1; }
-    built="$(ls -t "$OUT"/*.whl | head -1)"
-    case "$built" in *-py3-none-any.whl|*-py2.py3-none-any.whl) echo "gather_wheels: built $(basename "$built") from source" ;;
-      *) echo "gather_wheels: $req built a platform wheel for this Python, not $PYV: $built" >&2; exit 1 ;; esac
+    built="$(ls "$BUILD"/*.whl)"
+    case "$built" in *-py3-none-any.whl|*-py2.py3-none-any.whl)
+        mv "$built" "$OUT/"; echo "gather_wheels: built $(basename "$built") from source (no $PYV wheel on PyPI)" ;;
+      *) echo "gather_wheels: $req has no $PYV wheel and is not pure Python: $(basename "$built")" >&2; exit 1 ;; esac
+    rm -rf "$BUILD"
   fi
 done < "$REQ"
 cp "$REQ" "$OUT/requirements.txt"
+# drop wheels of versions no longer pinned (a rerun after a pin changed), so that the folder holds one of each
+keep="$(sed -E 's/==/-/; s/[-_.]+/_/g' "$REQ" | tr 'A-Z' 'a-z')"
+for whl in "$OUT"/*.whl; do
+  nv="$(basename "$whl" | cut -d- -f1-2 | sed -E 's/[-_.]+/_/g' | tr 'A-Z' 'a-z')"
+  grep -qxF "$nv" <<< "$keep" || { echo "gather_wheels: removed $(basename "$whl") (not pinned now)"; rm -f "$whl"; }
+done
 echo "gather_wheels: $(ls "$OUT"/*.whl | wc -l) wheels, $(du -sh "$OUT" | cut -f1) in $OUT"
