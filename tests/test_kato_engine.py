@@ -60,6 +60,7 @@ MODELS = {  # loss -> (module factory, features); no dropout anywhere
     "bce": (lambda: build_model("heart_logistic", 0, dtype=DT), 13),
     "cox": (lambda: build_model("tcga_cox", 1, dtype=DT), 39),
     "ce": (lambda: _seeded(TinyMLP, 2), 3),
+    "seq": (lambda: build_model("artificial_mlp_h4", 3, dtype=DT), 4),  # CE through the engine's Sequential path
 }
 
 
@@ -68,7 +69,7 @@ def make_xy(kind, n, d, rng):
     X = rng.normal(size=(n, d)).astype(np.float32).astype(np.float64)
     if kind == "bce":
         y = (rng.random(n) < 0.5).astype(np.float64)
-    elif kind == "ce":
+    elif kind in ("ce", "seq"):
         y = rng.integers(0, 2, n).astype(np.int64)
     else:  # cox: (T, E)
         y = np.stack([rng.exponential(size=n) + 0.01, rng.random(n) < 0.7], axis=1).astype(np.float64)
@@ -104,7 +105,7 @@ def flat(m):
 def ref_loss(kind, out, y):
     if kind == "bce":
         return F.binary_cross_entropy_with_logits(out, y.to(out.dtype))
-    if kind == "ce":
+    if kind in ("ce", "seq"):
         return F.cross_entropy(out, y.long())
     if len(out) < 2:  # a one-record Cox batch: s − log e^s = 0
         return out.sum() * 0.0
@@ -120,6 +121,19 @@ def ref_sgd(template, kind, theta, X, y, perms, batch, lr):
     """Q epochs of minibatch SGD with the given per-epoch permutations (ragged last batch)."""
     m = module_at(template, theta)
     opt = torch.optim.SGD(m.parameters(), lr=lr)
+    for perm in perms:
+        for j in range(0, len(perm), batch):
+            idx = perm[j: j + batch]
+            opt.zero_grad()
+            ref_loss(kind, m(X[idx]), y[idx]).backward()
+            opt.step()
+    return flat(m)
+
+
+def ref_adam(template, kind, theta, X, y, perms, batch, lr):
+    """ref_sgd with torch.optim.Adam (defaults), a fresh optimizer per pair (kato2024's secure path, K7)."""
+    m = module_at(template, theta)
+    opt = torch.optim.Adam(m.parameters(), lr=lr)
     for perm in perms:
         for j in range(0, len(perm), batch):
             idx = perm[j: j + batch]
@@ -250,7 +264,7 @@ def pair_problem(kind, seed=0, sizes=SIZES, batch=4):
     records = [make_xy(kind, n, d, rng) for n in sizes]
     buckets = to64(make_buckets(records, batch, "cpu"))
     assert_layout(buckets, layout(sizes, batch))
-    fm = FlatModel(template, kind)
+    fm = FlatModel(template, "ce" if kind == "seq" else kind)
     g = torch.Generator().manual_seed(seed + 100)
     theta = fm.initial()[None] + 0.3 * torch.randn((len(sizes), fm.dim), generator=g, dtype=DT)
     return template, fm, records, buckets, theta
@@ -271,6 +285,30 @@ def test_local_sgd_matches_a_plain_loop(kind):
         want = ref_sgd(template, kind, theta[p], *tensors(X, y), tape[p], batch, lr)
         assert torch.allclose(out[p], want, atol=TOL, rtol=0), p
     assert not torch.allclose(out, theta)
+
+
+@pytest.mark.parametrize("kind", ["bce", "cox", "ce", "seq"])
+def test_local_adam_matches_torch_optim_adam(kind):
+    """optimizer="adam": per pair, torch.optim.Adam over the same shuffled batches; pairs with fewer batches take
+    fewer steps, so each keeps its own bias correction (linear, Cox, generic and Sequential-MLP paths)."""
+    batch, epochs, lr = 4, 3, 0.05
+    template, fm, records, buckets, theta = pair_problem(kind)
+    gen, ref_gen = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    tape = {p: [] for p in range(len(records))}
+    out = torch.empty_like(theta)
+    for b in buckets:
+        out[b.pairs] = local_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, gen=gen, optimizer="adam")
+        draw_shuffles(ref_gen, b.pairs.tolist(), SIZES, b.mask.shape[1], epochs, tape, batch, kind)
+    for p, (X, y) in enumerate(records):
+        want = ref_adam(template, kind, theta[p], *tensors(X, y), tape[p], batch, lr)
+        assert torch.allclose(out[p], want, atol=TOL, rtol=0), p
+    sgd = torch.empty_like(theta)
+    for b in buckets:
+        sgd[b.pairs] = local_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr,
+                                 gen=torch.Generator().manual_seed(7))
+    assert not torch.allclose(out, sgd, atol=1e-3)
+    with pytest.raises(ValueError, match="sgd or adam"):
+        local_sgd(fm, theta[buckets[0].pairs], buckets[0], epochs=1, batch=batch, lr=lr, gen=gen, optimizer="rmsprop")
 
 
 @pytest.mark.parametrize("kind", ["bce", "cox", "ce"])

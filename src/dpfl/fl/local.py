@@ -423,18 +423,26 @@ def _epoch_batches(bucket: Bucket, batch: int, gen: torch.Generator, shuffle: bo
 
 
 def local_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, batch: int, lr: float,
-              gen: torch.Generator) -> torch.Tensor:
+              gen: torch.Generator, optimizer: str = "sgd") -> torch.Tensor:
     """Q epochs of shuffled minibatch SGD for every pair of the bucket, from θ (Pb, D); returns the trained θ.
     Randomness per epoch: the shuffle keys (unless the bucket is one batch of an uncoupled loss), then per step
-    the dropout masks of the pairs still active."""
+    the dropout masks of the pairs still active. `optimizer`: "sgd", or "adam" (torch.optim.Adam's update with its
+    defaults β = (0.9, 0.999), ε = 1e-8, a fresh state per call and per pair: kato2024's published secure path, K7)."""
+    if optimizer not in ("sgd", "adam"):
+        raise ValueError(f"local optimizer {optimizer!r}: expected sgd or adam")
     fm.module.eval()
     shuffle = bucket.mask.shape[1] > batch or fm.coupled
     active = active_pairs(bucket, batch)
+    adam = _Adam(lr) if optimizer == "adam" else None
     if fm.linear:
         theta = theta.clone()
         for _ in range(epochs):
             for k, Xb, yb, m in _epoch_batches(bucket, batch, gen, shuffle, active):
-                theta[:k].sub_(_linear_mean_grads(fm, theta[:k], Xb, yb, m), alpha=lr)
+                g = _linear_mean_grads(fm, theta[:k], Xb, yb, m)
+                if adam is None:
+                    theta[:k].sub_(g, alpha=lr)
+                else:
+                    adam.step(k, {"theta": theta}, {"theta": g})
         return theta
     # contiguous per-parameter copies, updated in place: batched products over views of the flat rows (row
     # stride D) copy their operands, ~1.5× slower here
@@ -443,13 +451,46 @@ def local_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int
         for k, Xb, yb, m in _epoch_batches(bucket, batch, gen, shuffle, active):
             part = {name: value[:k] for name, value in params.items()}  # the active prefix
             masks = fm.draw_masks(m.shape, gen, theta.device)
-            if fm.mlp is not None:
+            if fm.mlp is not None and adam is None:
                 _mlp_sgd_step(fm, part, Xb, yb, m, masks, lr)
                 continue
-            g = _per_pair(grad(fm.batch_loss_params), masks)(part, Xb, yb, m, masks)
+            if fm.mlp is not None:
+                g = _mlp_mean_grads(fm, part, Xb, yb, m, masks)
+            else:
+                g = _per_pair(grad(fm.batch_loss_params), masks)(part, Xb, yb, m, masks)
+            if adam is not None:
+                adam.step(k, params, g)
+                continue
             for name, value in part.items():
                 value.sub_(g[name], alpha=lr)
     return fm.join(params)
+
+
+class _Adam:
+    """torch.optim.Adam's update for every pair at once, on the active prefix [:k] of each (Pb, …) parameter; each
+    pair counts its own steps (a pair with fewer batches stops earlier in an epoch), so bias corrections are per pair."""
+
+    def __init__(self, lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
+        self.lr, self.b1, self.b2, self.eps = lr, betas[0], betas[1], eps
+        self.m, self.v, self.t = {}, {}, None
+
+    def step(self, k: int, params: dict, grads: dict) -> None:
+        first = next(iter(params.values()))
+        if self.t is None:
+            self.t = torch.zeros(first.shape[0], dtype=first.dtype, device=first.device)
+        self.t[:k] += 1
+        t = self.t[:k]
+        bc1, bc2 = 1 - self.b1 ** t, 1 - self.b2 ** t
+        for name, g in grads.items():
+            p = params[name]
+            if name not in self.m:
+                self.m[name], self.v[name] = torch.zeros_like(p), torch.zeros_like(p)
+            m, v = self.m[name][:k], self.v[name][:k]
+            m.mul_(self.b1).add_(g, alpha=1 - self.b1)
+            v.mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
+            shape = (k,) + (1,) * (p.dim() - 1)
+            denom = (v.sqrt() / bc2.sqrt().view(shape)).add_(self.eps)
+            p[:k].addcdiv_(m, denom * (bc1 / self.lr).view(shape), value=-1.0)
 
 
 def mean_grads(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, gen: torch.Generator | None = None) -> torch.Tensor:

@@ -79,11 +79,21 @@ class LinearScore(nn.Module):
         return self.linear(x)[..., 0]
 
 
+def artificial_mlp(hidden: int) -> nn.Module:
+    """kato2024 Fig 12's model on make_classification data: Linear(4, h)→ReLU→Linear(h, 2), 8h + h + 2h + 2
+    parameters (h = 2, 4, 8, 15: 16, 30, 58, 107)."""
+    return nn.Sequential(nn.Linear(4, hidden), nn.ReLU(), nn.Linear(hidden, 2))
+
+
+#: kato2024 Fig 12's hidden widths, by model name
+ARTIFICIAL_HIDDEN = (2, 4, 8, 15)
+
 BUILDERS = {
     "creditcard_mlp": CreditcardMLP,
     "mnist_cnn": MnistCNN,
     "heart_logistic": lambda: LinearScore(13),
     "tcga_cox": lambda: LinearScore(39),
+    **{f"artificial_mlp_h{h}": (lambda h=h: artificial_mlp(h)) for h in ARTIFICIAL_HIDDEN},
 }
 
 
