@@ -170,3 +170,34 @@ def test_a_private_round_of_uldp_avg_w_equals_its_plaintext_update_and_times_eve
     want = theta + 10.0 / (6 * 2 * 0.5) * torch.as_tensor(plain)
     assert torch.allclose(new, want, rtol=1e-8, atol=1e-9) and not torch.allclose(new, theta)
     assert set(times) == {"blinded histogram", "local training", "aggregation"} and len(times["local training"]) == 2
+
+
+def test_the_weights_are_kept_across_rounds_only_while_the_histograms_are_unchanged(monkeypatch):
+    """ULDP-AVG-w: the second round reuses c_u (no full-size exponentiation) and still decrypts to the plaintext
+    sum; -ws: a user's changed count (or a new Enc(B_u⁻¹)) recomputes it."""
+    counts, clipped, noise = federation(seed=4)
+    server, silos, _ = setup(counts, bits=1024, bound=30)
+    hist = {s.index: s.blinded_histogram(counts[s.index], 0) for s in silos}
+    enc_inv = server.inverse_weights(hist)
+    calls = []
+    real = Silo._weight
+
+    def counting(self, u, count, enc, cache=None):
+        if not (cache and (u, count, enc) in cache):
+            calls.append((self.index, u))
+        return real(self, u, count, enc, cache)
+
+    monkeypatch.setattr(Silo, "_weight", counting)
+    for round_, scale in ((0, 1.0), (1, -0.5)):
+        msgs = {s.index: s.weighted_message(counts[s.index], scale * clipped[s.index], noise[s.index], enc_inv, round_)
+                for s in silos}
+        want = plaintext(counts, scale * clipped, noise).sum(0)
+        np.testing.assert_allclose(server.aggregate(msgs), want, rtol=1e-8, atol=1e-9)  # P = 1e-10 per encoded term
+        assert len(calls) == int((counts > 0).sum())  # round 1 added none
+    sampled = counts.copy()
+    sampled[:, 1] = 0  # -ws: user 1 not sampled, the others' n_u unchanged but Enc(B_u⁻¹) is redrawn
+    enc_inv = server.inverse_weights({s.index: s.blinded_histogram(sampled[s.index], 2) for s in silos})
+    calls.clear()
+    msgs = {s.index: s.weighted_message(sampled[s.index], clipped[s.index], noise[s.index], enc_inv, 2) for s in silos}
+    np.testing.assert_allclose(server.aggregate(msgs), plaintext(sampled, clipped, noise).sum(0), rtol=1e-8, atol=1e-9)  # P = 1e-10 per encoded term
+    assert len(calls) == int((sampled > 0).sum())

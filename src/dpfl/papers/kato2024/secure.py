@@ -10,9 +10,11 @@ histograms or a silo's message:
   and pairwise masks in plaintext;
 - the server multiplies the silos' ciphertexts (the masks cancel), decrypts, decodes centred, and divides by L/P.
 
-Two implementations of the silo's weighting: `reference` raises c_u to every coordinate encoded mod n (a full-size
-exponent per user and coordinate, the published code's cost), the default raises c_u or c_u⁻¹ to |⌊Δ/P⌉| (≈ 30-bit
-exponents: the algebra is the same, as Enc(x)^{n−k} = (Enc(x)⁻¹)^k). Both decrypt to the same numbers (tested).
+Two implementations of the silo's weighting (`Silo.weighted_message`): `reference`, the published code's, recomputes
+c_u every round and goes through phe's EncryptedNumber scalar multiplication and addition per user and coordinate; the
+default keeps c_u across rounds while Enc(B_u⁻¹) and n_{s,u} are unchanged and works on the raw ciphertexts with
+signed small exponents (Enc(x)^{n−k} = (Enc(x)⁻¹)^k, the trick phe also uses). Both decrypt to the same numbers
+(tested). Neither can avoid one full-size exponentiation per (user, silo) each time Enc(B_u⁻¹) is broadcast.
 
 Key exchange (`key_exchange`): every silo makes a Diffie–Hellman key pair in the RFC 3526 3072-bit MODP group 15
 (`cryptography`), the server relays the public keys, every pair of silos derives its shared key with HKDF-SHA256, and
@@ -138,16 +140,24 @@ def _ffdh():
         yield
 
 
-def key_exchange(n_silos: int, rng: np.random.Generator) -> tuple[list[dict[int, bytes]], list[bytes], dict]:
+def key_exchange(n_silos: int, rng: np.random.Generator, times: dict | None = None
+                 ) -> tuple[list[dict[int, bytes]], list[bytes], dict]:
     """Setup steps 1–3 of spec §6 for `n_silos` silos: the pair keys of every silo ({other: key}), the 32-bit seed
-    every silo recovers, and what the server relayed (public values and padded seeds). Silo 0 draws R from `rng`."""
+    every silo recovers, and what the server relayed (public values and padded seeds). Silo 0 draws R from `rng`.
+    The silos' DH key generation is not timed (spec §6); the exchange (relaying, deriving the pair keys, sending and
+    recovering R) is appended to times["key exchange"] when `times` is given."""
+    import time
+
     parties = [DhParty(s) for s in range(n_silos)]
+    tick = time.perf_counter()
     relayed = {"public": {p.index: p.public for p in parties}}
     keys = [{o: p.pair_key(o, relayed["public"][o]) for o in range(n_silos) if o != p.index} for p in parties]
     R = int(rng.integers(0, 2**32)).to_bytes(4, "big")
     pad = lambda key: bytes(a ^ b for a, b in zip(R, key[:4]))  # noqa: E731  R ⊕ K_{0,s} (first 32 bits of the key)
     relayed["seed"] = {s: pad(keys[0][s]) for s in range(1, n_silos)}
     seeds = [R] + [bytes(a ^ b for a, b in zip(relayed["seed"][s], keys[s][0][:4])) for s in range(1, n_silos)]
+    if times is not None:
+        times.setdefault("key exchange", []).append(time.perf_counter() - tick)
     return keys, seeds, relayed
 
 
@@ -219,29 +229,64 @@ class Silo:
                          enc_inverse: Sequence[int | None], round_: int, precision: float = PRECISION,
                          reference: bool = False) -> list[int]:
         """Enc(Σ_u L·(n_{s,u}/n_u)·⌊Δ_u/P⌉ + L·⌊z/P⌉) per coordinate, masked: `clipped` (U, D) the users' clipped
-        updates (rows of users without records here are ignored), `noise` (D,) this silo's Gaussian noise."""
+        updates (rows of users without records here are ignored), `noise` (D,) this silo's Gaussian noise.
+
+        Both paths need c_u = Enc(B_u⁻¹)^{n_{s,u}·r_u·L mod n}, one full-size exponentiation per user (r_u is a
+        random element of Z_n: nothing smaller gives the same plaintext). `reference` then follows the published
+        code: c_u is recomputed every round and each coordinate goes through phe's scalar multiplication and addition
+        (EncryptedNumber objects). The default keeps c_u for as long as Enc(B_u⁻¹) and n_{s,u} stay the same (every
+        round of ULDP-AVG-w; -ws redraws them), and raises c_u or c_u⁻¹ (one inversion per user, when some
+        coordinate is negative) to |⌊Δ/P⌉| directly in gmpy2."""
         n, n2 = self.public.n, self.public.nsquare
         dim = clipped.shape[1]
+        if reference:
+            return self._reference_message(counts, clipped, noise, enc_inverse, round_, precision)
         acc = [gmpy2.mpz(1)] * dim
+        cache = getattr(self, "_weights", {})
+        fresh = {}
         for u, c in enumerate(counts):
             if not c:
                 continue
-            if enc_inverse[u] is None:
-                raise ProtocolError(f"silo {self.index}: user {u} has records but no Enc(B_u⁻¹) (histograms disagree)")
-            cu = gmpy2.powmod(gmpy2.mpz(enc_inverse[u]), int(c) * self.masks[u] * self.L % n, n2)  # Enc(L n_su/n_u)
-            xs = encode(clipped[u], precision)
-            if reference:  # the coordinate encoded mod n: a full-size exponent each
-                for j, x in enumerate(xs):
-                    acc[j] = acc[j] * gmpy2.powmod(cu, x % n, n2) % n2
-                continue
+            cu = self._weight(u, int(c), enc_inverse[u], cache)
+            fresh[(u, int(c), enc_inverse[u])] = cu
             cu_inv = None
-            for j, x in enumerate(xs):
+            for j, x in enumerate(encode(clipped[u], precision)):
                 if x > 0:
                     acc[j] = acc[j] * gmpy2.powmod(cu, x, n2) % n2
                 elif x < 0:
                     cu_inv = gmpy2.invert(cu, n2) if cu_inv is None else cu_inv
                     acc[j] = acc[j] * gmpy2.powmod(cu_inv, -x, n2) % n2
-        pair = _pair_sign_masks(self.index, self.pair_keys, f"{round_}/update", dim, n)
+        self._weights = fresh
+        return self._finish(acc, noise, round_, precision)
+
+    def _weight(self, u: int, count: int, enc_inv: int | None, cache: dict | None = None):
+        """c_u = Enc(B_u⁻¹)^{n_{s,u}·r_u·L} = Enc(L·n_{s,u}/n_u), from the cache when the same."""
+        if enc_inv is None:
+            raise ProtocolError(f"silo {self.index}: user {u} has records but no Enc(B_u⁻¹) (histograms disagree)")
+        if cache and (u, count, enc_inv) in cache:
+            return cache[(u, count, enc_inv)]
+        n = self.public.n
+        return gmpy2.powmod(gmpy2.mpz(enc_inv), count * self.masks[u] * self.L % n, self.public.nsquare)
+
+    def _reference_message(self, counts, clipped, noise, enc_inverse, round_, precision) -> list[int]:
+        """The published code's weighting: phe EncryptedNumber arithmetic, c_u recomputed, per user and coordinate."""
+        import phe
+
+        acc = None
+        for u, c in enumerate(counts):
+            if not c:
+                continue
+            cu = phe.EncryptedNumber(self.public, int(self._weight(u, int(c), enc_inverse[u])))
+            terms = [cu * x for x in encode(clipped[u], precision)]
+            acc = terms if acc is None else [a + t for a, t in zip(acc, terms)]
+        if acc is None:
+            acc = [self.public.encrypt(0, r_value=1) for _ in range(clipped.shape[1])]
+        return self._finish([gmpy2.mpz(a.ciphertext(be_secure=False)) for a in acc], noise, round_, precision)
+
+    def _finish(self, acc, noise, round_, precision) -> list[int]:
+        """Add the encoded noise L·⌊z/P⌉ and this silo's pairwise masks in plaintext."""
+        n, n2 = self.public.n, self.public.nsquare
+        pair = _pair_sign_masks(self.index, self.pair_keys, f"{round_}/update", len(acc), n)
         plain = [(self.L * z + m) % n for z, m in zip(encode(noise, precision), pair)]
         # adding a plaintext p to a ciphertext: multiply by g^p = 1 + n·p (mod n²)
         return [int(a * (1 + n * p) % n2) for a, p in zip(acc, plain)]
@@ -252,11 +297,14 @@ class Silo:
 
 def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, server: Server, silos: list[Silo],
                  round_: int, q: float = 1.0, sampled: np.ndarray | None = None, reference: bool = False,
-                 times: dict | None = None) -> tuple:
+                 optimizer: str = "sgd", times: dict | None = None, state: dict | None = None) -> tuple:
     """One ULDP-AVG-w(s) round of one run through the protocol (spec §6): θ (D,) → θ + η_g/(U·S·q)·Σ_s message_s,
     each message_s = Σ_u (n_{s,u}/n_u)·clip_C(Δ_{s,u}) + N(0, (σC/√S)²) computed by silo s and decrypted only in
     sum. `fed`: the run's (silo, user) pairs (dpfl.papers.kato2024.uldp.Federation, one run); `sampled` (U,) bool:
-    the users of this round (-ws: unsampled users count as absent, their histogram entries are zeros).
+    the users of this round (-ws: unsampled users count as absent, their histogram entries are zeros); `optimizer`:
+    the users' local optimizer (sgd, or adam: the published code's secure path, K7).
+    `state`: a dict the caller keeps across the rounds of a run; the blinded histogram (spec §6 setup steps 4–6)
+    runs only when the round's counts differ from the last (every round for -ws, once for -w).
     Appends wall-clock seconds to `times` (perf_counter): "blinded histogram", "local training" (one entry per silo:
     its users' local SGD, clipping, encoding and encrypted weighting) and "aggregation". Returns (θ', the plaintext
     Σ_s message_s from the same updates and noise, for checking)."""
@@ -276,9 +324,14 @@ def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, 
         counts[:, ~np.asarray(sampled, bool)] = 0
     clip = float(hyper["clip"])
 
-    tick = time.perf_counter()
-    enc_inv = server.inverse_weights({s.index: s.blinded_histogram(counts[s.index], round_) for s in silos})
-    times.setdefault("blinded histogram", []).append(time.perf_counter() - tick)
+    state = {} if state is None else state
+    if state.get("counts") is None or not np.array_equal(state["counts"], counts):
+        tick = time.perf_counter()
+        state["enc_inv"] = server.inverse_weights({s.index: s.blinded_histogram(counts[s.index], round_)
+                                                   for s in silos})
+        state["counts"] = counts
+        times.setdefault("blinded histogram", []).append(time.perf_counter() - tick)
+    enc_inv = state["enc_inv"]
 
     silo_of = torch.as_tensor(fed.silo, device=theta.device)
     user_of = torch.as_tensor(fed.user, device=theta.device)
@@ -294,7 +347,7 @@ def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, 
             part = _subset(b, keep)
             start = theta[None].expand(len(part.pairs), dim)
             delta = local_sgd(fm, start, part, epochs=int(hyper["epochs"]), batch=batch, lr=float(hyper["eta_l"]),
-                              gen=gen) - start
+                              gen=gen, optimizer=optimizer) - start
             delta, _ = clip_updates(delta, clip)
             clipped[user_of[part.pairs].cpu().numpy()] = delta.detach().cpu().double().numpy()
         noise = (sigma * clip / math.sqrt(S)) * torch.randn(dim, generator=gen, dtype=torch.float64).numpy()
