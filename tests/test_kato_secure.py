@@ -201,3 +201,17 @@ def test_the_weights_are_kept_across_rounds_only_while_the_histograms_are_unchan
     msgs = {s.index: s.weighted_message(sampled[s.index], clipped[s.index], noise[s.index], enc_inv, 2) for s in silos}
     np.testing.assert_allclose(server.aggregate(msgs), plaintext(sampled, clipped, noise).sum(0), rtol=1e-8, atol=1e-9)  # P = 1e-10 per encoded term
     assert len(calls) == int((sampled > 0).sum())
+
+
+def test_a_user_above_the_record_bound_stops_the_round_instead_of_a_wrong_model():
+    """L = lcm(1..N̄) cancels n_u only when n_u's prime powers are ≤ N̄: a user with 31 (prime) records under N̄ = 30
+    makes L·n_su/n_u fractional; the decrypted value is then garbage mod n, which the server detects."""
+    counts = np.array([[20, 3], [11, 2]])  # user 0: n_u = 31 > 30, prime
+    rng = np.random.default_rng(5)
+    clipped, noise = rng.normal(scale=0.05, size=(2, 2, 3)), np.zeros((2, 3))
+    server, silos, _ = setup(counts, bits=1024, bound=30)
+    with pytest.raises(ProtocolError, match="more than N̄ = 30 records"):
+        run_round(server, silos, counts, clipped, noise)
+    counts[1, 0] = 10  # n_u = 30 ≤ N̄: fine
+    got, _, _ = run_round(server, silos, counts, clipped, noise)
+    assert np.allclose(got, plaintext(counts, clipped, noise).sum(0), rtol=1e-8, atol=1e-9)

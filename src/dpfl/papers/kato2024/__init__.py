@@ -3,7 +3,9 @@
 Modules: `methods` (the ten methods and their accounting), `uldp` (their round rules, vectorized over seeds, silos
 and users on dpfl.fl.local), `allocation` and `split` (records to users and silos, per seed), `group` (GROUP's
 record bounding), `layout` (cells and inputs of a training figure), `cell` (one method on one panel, all seeds),
-`table` and `plot` (Fig 2 and the training figures), `bars` and `bars_plot` (Fig 13: records per user and silo).
+`table` and `plot` (Fig 2 and the training figures), `secure` (the private weighting protocol's parties and messages),
+`protocol` and `protocol_plot` (Figs 11, 12: its phase times), `bars` and `bars_plot` (Fig 13: records per user and
+silo).
 """
 
 from dpfl.figure import AllocationKind, FigureDef
@@ -14,6 +16,11 @@ FIGURES = {
                       kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.layout",
                       cell="dpfl.papers.kato2024.cell:run_cell")
        for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10a", "fig10b")},
+    # the private weighting protocol's phase times (spec §6-§7)
+    **{fig: FigureDef(table="dpfl.papers.kato2024.protocol:table", plot=f"dpfl.papers.kato2024.protocol_plot:{fig}",
+                      kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.protocol",
+                      cell="dpfl.papers.kato2024.protocol:run_cell")
+       for fig in ("fig11", "fig12")},
     "fig13": FigureDef(table="dpfl.papers.kato2024.bars:table", plot="dpfl.papers.kato2024.bars_plot:bars",
                        kind="experiment", layout="dpfl.papers.kato2024.bars", cell="dpfl.papers.kato2024.bars:run_cell"),
 }

@@ -168,7 +168,7 @@ class Server:
         import phe
 
         self.public, self._private = phe.generate_paillier_keypair(n_length=bits)
-        self.n_silos, self.L = n_silos, lcm_bound(record_bound)
+        self.n_silos, self.L, self.record_bound = n_silos, lcm_bound(record_bound), record_bound
         n = self.public.n
         if (self.L * 10 ** 12).bit_length() >= n.bit_length() - 2:
             raise ValueError(f"a {bits}-bit modulus cannot hold L = lcm(1..{record_bound}) ({self.L.bit_length()} bits) "
@@ -201,12 +201,18 @@ class Server:
         dims = {len(m) for m in messages.values()}
         if len(dims) != 1:
             raise ProtocolError(f"messages of different lengths {sorted(dims)}")
-        out = []
+        out, limit = [], self.L << 64
         for j in range(dims.pop()):
             c = gmpy2.mpz(1)
             for m in messages.values():
                 c = c * m[j] % n2
-            out.append(decode(int(self._private.raw_decrypt(int(c))), n) / self.L * precision)
+            v = decode(int(self._private.raw_decrypt(int(c))), n)
+            if abs(v) > limit:  # a legitimate sum is L·(a number of ≤ 64 bits); garbage is ≈ n/2 (odds ≈ 2^-120)
+                raise ProtocolError(
+                    f"coordinate {j} decrypts to a {abs(v).bit_length()}-bit value, far above L·2^64: L·n_su/n_u was "
+                    f"not an integer for some user, i.e. a user holds more than N̄ = {self.record_bound} records (or "
+                    f"a count whose prime-power factors exceed N̄); the round stops instead of producing a wrong model")
+            out.append(v / self.L * precision)
         return np.array(out)
 
 

@@ -1,0 +1,333 @@
+"""kato2024 Figs 11 and 12 (spec §6-§7): what the private weighting protocol costs, phase by phase.
+
+Each cell runs ULDP-AVG-w through dpfl.papers.kato2024.secure (Paillier + Diffie-Hellman + blinded histograms +
+secure aggregation, separate parties) for every run (seed) and round of one setting with one implementation of the
+silos' encrypted weighting, and times each phase with perf_counter, single-threaded:
+  key exchange        once per run (the silos' DH key generation and the server's Paillier keys are not timed)
+  blinded histogram   once per run (-w: the histograms do not change between rounds)
+  local training      per silo and round: its users' local SGD, clipping, encoding and encrypted weighting
+  aggregation         per round: the server multiplies the silos' ciphertexts, decrypts and decodes
+Every round also checks the protocol: the decrypted aggregate against the plaintext sum of the same messages.
+
+Fig 11 (`panels`): Heart and TCGA with their zipf allocations (the training figures' allocation families), one cell
+per panel and implementation, named "<panel>-<implementation>". Fig 12 (artificial data, no `panels`): sklearn's
+make_classification, 4 features and 2 classes, `records_per_silo` records in every silo, users drawn uniformly per
+record, the model Linear(4,h)-ReLU-Linear(h,2); one cell per (h, U) of the two sweeps (#params at the default
+#users, #users at the default h), named "h<h>-U<U>-<implementation>" (the default setting is shared by both sweeps).
+
+This module is the figures' layout (import-light, read when the DAG is built), cell (`run_cell`) and table (`table`);
+the plot is in `protocol_plot`. Timings are hardware-specific: the table records the CPU, and the claims check trends.
+
+Table rows (column `quantity`):
+  silo_seconds    Fig 11, per (panel, implementation, silo): local training of that silo, mean over runs × rounds
+                  (y), std (y_std), x = the silo index
+  phase_seconds   per (setting, implementation, phase): mean seconds (y) and std over the measurements (local
+                  training: over silos, runs and rounds), x = #users (Fig 11) or the swept value (Fig 12: #params or
+                  #users; column `sweep`)
+  last_over_first Fig 12, per (sweep, implementation, phase): phase_seconds at the sweep's last point / at its first
+  speedup         per (setting, phase): reference / fast mean seconds, where both implementations ran
+Every row carries the max relative difference between the decrypted and the plaintext aggregate over its cells
+(`decrypted_rel_err`).
+"""
+
+from __future__ import annotations
+
+IMPLEMENTATIONS = ("fast", "reference")
+PHASES = ("key exchange", "blinded histogram", "local training", "aggregation")
+#: Fig 11's datasets: their model and loss (as the training figures, dpfl.papers.kato2024.cell.TASKS)
+MODELS = {"heart_disease": ("heart_logistic", "bce"), "tcga_brca": ("tcga_cox", "cox")}
+
+
+# ------------------------------------------------------------------------------------------------ layout
+
+
+def is_fig11(params: dict) -> bool:
+    """Fig 11's params have `panels` (a cell's: its `panel`); Fig 12's have the sweeps."""
+    return "panels" in params or "panel" in params
+
+
+def settings(params: dict) -> list[tuple[int, int]]:
+    """Fig 12's (hidden width, #users) points: the #params sweep at the default #users, then the #users sweep at the
+    default width, without repeating the shared default."""
+    out = [(int(h), int(params["default_users"])) for h in params["hidden"]]
+    out += [(int(params["default_hidden"]), int(u)) for u in params["users"]]
+    return list(dict.fromkeys(out))
+
+
+def cells(params: dict) -> list[str]:
+    impls = params["implementations"]
+    if is_fig11(params):
+        return [f"{p['id']}-{impl}" for p in params["panels"] for impl in impls]
+    return [f"h{h}-U{u}-{impl}" for h, u in settings(params) for impl in impls]
+
+
+def parse_cell(cell: str) -> tuple[str, str]:
+    """"heart100-fast" -> ("heart100", "fast"); "h2-U20-reference" -> ("h2-U20", "reference")."""
+    setting, _, impl = cell.rpartition("-")
+    if impl not in IMPLEMENTATIONS or not setting:
+        raise ValueError(f"kato2024 protocol cell {cell!r} is not <setting>-<implementation> with implementation one "
+                         f"of {', '.join(IMPLEMENTATIONS)}")
+    return setting, impl
+
+
+def parse_setting(setting: str) -> tuple[int, int]:
+    """"h2-U20" -> (2, 20)."""
+    h, _, u = setting.partition("-")
+    if not (h.startswith("h") and u.startswith("U") and h[1:].isdigit() and u[1:].isdigit()):
+        raise ValueError(f"kato2024 Fig 12 setting {setting!r} is not h<hidden>-U<users>")
+    return int(h[1:]), int(u[1:])
+
+
+def panel_allocation(panel: dict, seed: int) -> str:
+    return f"kato2024-{panel['allocation']}/{panel['distribution']}-U{int(panel['users'])}-S{int(panel['silos'])}-seed{int(seed)}"
+
+
+def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Fig 11: the panels' datasets and allocations of every seed; Fig 12: nothing (generated in the cell)."""
+    if not is_fig11(params):
+        return (), ()
+    datasets = tuple(dict.fromkeys(p["dataset"] for p in params["panels"]))
+    names = [panel_allocation(p, s) for p in params["panels"] for s in params["seeds"]]
+    return datasets, tuple(dict.fromkeys(names))
+
+
+def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
+    """A cell depends on its own setting and implementation and the shared run settings."""
+    setting, impl = parse_cell(cell)
+    own = {k: v for k, v in params.items() if k not in ("panels", "hidden", "users", "implementations")}
+    own["implementation"] = impl
+    if is_fig11(params):
+        own["panel"] = next(p for p in params["panels"] if p["id"] == setting)
+    else:
+        own["hidden"], own["users"] = parse_setting(setting)
+    return own, {}
+
+
+def bench_params(params: dict, units: int) -> dict:
+    """The benchmark's reduced run of a cell: one seed, `units` rounds."""
+    return {**params, "seeds": list(params["seeds"])[:1], "rounds": int(units)}
+
+
+def bench_units(params: dict) -> tuple[int, str]:
+    return int(params["rounds"]) * len(params["seeds"]), "round"
+
+
+# ------------------------------------------------------------------------------------------------ cell
+
+
+def artificial_run(params: dict, hidden_users: int, seed: int) -> dict:
+    """Fig 12's data of one run: make_classification (4 features, 2 classes) with `records_per_silo` records per
+    silo, silo s holding records [s·m, (s+1)·m), each record's user drawn uniformly from the U users."""
+    import numpy as np
+    from sklearn.datasets import make_classification
+
+    from dpfl.seeds import rng_for
+
+    data, S = params["data"], int(params["silos"])
+    m = int(data["records_per_silo"])
+    X, y = make_classification(n_samples=m * S, n_features=int(data["features"]), n_informative=2, n_redundant=2,
+                               n_classes=int(data["classes"]), random_state=int(seed))
+    rng = rng_for(seed, "kato2024", "fig12", "users", hidden_users, m, S)
+    user = rng.integers(0, hidden_users, m * S)
+    # the protocol needs n_u ≤ N̄ (L = lcm(1..N̄) must cancel n_u): a user above it keeps a uniform random N̄ of its
+    # records (at 10 users × 30,000 records a user would hold ≈ 3,000 > N̄ = 2,000)
+    bound = int(params["record_bound"])
+    order = rng.permutation(len(user))
+    rank = np.empty(len(user), np.int64)
+    sorted_users = user[order]
+    first = np.searchsorted(np.sort(sorted_users, kind="stable"), sorted_users, side="left")
+    by_user = np.argsort(sorted_users, kind="stable")
+    rank[order[by_user]] = np.arange(len(user)) - first[by_user]
+    keep = rank < bound
+    return {"X": X[keep].astype(np.float32), "y": y[keep].astype(np.int64), "silo": np.repeat(np.arange(S), m)[keep],
+            "user": user[keep], "dropped": int((~keep).sum())}
+
+
+def cpu_name() -> str:
+    """The CPU model (Linux /proc/cpuinfo), else platform.processor()."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def run_cell(job, inputs: dict, log):
+    import time
+
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    from dpfl.fl.device import describe, resolve_device
+    from dpfl.fl.local import FlatModel
+    from dpfl.models.nets import build_model
+    from dpfl.papers.kato2024.cell import load_run_data
+    from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
+    from dpfl.papers.kato2024.secure import Server, Silo, key_exchange, user_masks
+    from dpfl.papers.kato2024.uldp import Federation
+    from dpfl.seeds import rng_for
+
+    p = job.params
+    torch.set_num_threads(1)  # spec §7: timings single-threaded
+    device = resolve_device("cpu")  # the protocol's arithmetic is on the CPU; so is the (tiny) local training
+    impl, T, hyper = p["implementation"], int(p["rounds"]), dict(p["hyper"])
+    sigma, delta, bits = float(p["sigma"]), float(p["delta"]), int(p["key_bits"])
+    if is_fig11(p):
+        panel = p["panel"]
+        setting, dataset = panel["id"], panel["dataset"]
+        S, U, B = int(panel["silos"]), int(panel["users"]), int(panel["batch"])
+        model, loss = MODELS[dataset]
+        prepared = dict(np.load(inputs["prepared"][dataset], allow_pickle=False))
+        meta = {"panel": setting, "dataset": dataset, "distribution": panel["distribution"]}
+    else:
+        S, U, B = int(p["silos"]), int(p["users"]), int(p["batch"])
+        model, loss, dataset = f"artificial_mlp_h{int(p['hidden'])}", "ce", "artificial"
+        setting = f"h{int(p['hidden'])}-U{U}"
+        meta = {"panel": setting, "dataset": dataset, "distribution": "uniform", "hidden": int(p["hidden"])}
+    dim = FlatModel(build_model(model, 0), loss).dim
+    log(f"{setting} ({impl} weighting): {len(p['seeds'])} run(s) × {T} round(s), U = {U}, S = {S}, {dim} params, "
+        f"{bits}-bit Paillier, optimizer {p['optimizer']}, 1 thread, CPU {cpu_name()}")
+
+    rows, checks, dropped = [], [], []
+    for seed in p["seeds"]:
+        if is_fig11(p):
+            alloc = dict(np.load(inputs["allocations"][panel_allocation(panel, seed)], allow_pickle=False))
+            run = load_run_data(dataset, prepared, alloc)
+        else:
+            run = artificial_run(p, U, seed)
+            if run["dropped"]:
+                log(f"run {seed}: {run['dropped']} records dropped so that no user holds more than "
+                    f"N̄ = {p['record_bound']} (the protocol's bound)")
+            dropped.append(run["dropped"])
+        fed = Federation.build([run], S, U, "user", B, device)
+        fm = FlatModel(build_model(model, seed, dtype=torch.float64), loss)
+        theta = fm.initial().double()
+        for b in fed.buckets:
+            b.X = b.X.double()
+            b.y = b.y.double() if b.y.is_floating_point() else b.y
+        rng = rng_for(job.seed, "kato2024", "protocol", setting, seed)
+        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        times: dict = {}
+        server = Server(S, bits=bits, record_bound=int(p["record_bound"]))  # key generation: not timed
+        keys, shared, _ = key_exchange(S, rng, times)
+        silos = [Silo(s, server.public, keys[s], user_masks(shared[s], U, server.public.n),
+                      record_bound=int(p["record_bound"])) for s in range(S)]
+        rows.append({"seed": seed, "round": 0, "phase": "key exchange", "silo": -1,
+                     "seconds": times.pop("key exchange")[0]})
+        state: dict = {}
+        for t in range(1, T + 1):
+            start = time.perf_counter()
+            times.clear()
+            new, plain = secure_round(theta, fed, fm, hyper, sigma=sigma, batch=B, gen=gen, server=server, silos=silos,
+                                      round_=t, reference=impl == "reference", optimizer=p["optimizer"], times=times,
+                                      state=state)
+            got = (new - theta).numpy() / (float(hyper["eta_g"]) / (U * S))
+            err = float(np.max(np.abs(got - plain)) / max(np.max(np.abs(plain)), 1e-300))
+            checks.append(err)
+            theta = new
+            for phase, values in times.items():
+                rows += [{"seed": seed, "round": t, "phase": phase, "silo": i if phase == "local training" else -1,
+                          "seconds": v} for i, v in enumerate(values)]
+            log(f"run {seed} round {t}/{T}: {time.perf_counter() - start:.2f} s, decrypted vs plaintext relative "
+                f"error {err:.1e}")
+    df = pd.DataFrame(rows)
+    nominal, certified = epsilon_curves(BY_ID["uldp_avg_w"], T, sigma, delta, q=1.0, silo_records=np.ones(S, int),
+                                        batch=B, epochs=int(hyper["epochs"]), group_k=1)
+    df = df.assign(**meta, users=U, silos=S, params=dim, implementation=impl, optimizer=p["optimizer"],
+                   key_bits=bits, rounds=T, threads=1, device=describe(device), cpu=cpu_name(),
+                   decrypted_rel_err=max(checks), eps=float(nominal[-1]), eps_certified=float(certified[-1]),
+                   records_dropped=int(sum(dropped)))
+    return df
+
+
+def secure_round(*args, **kwargs):
+    """dpfl.papers.kato2024.secure.secure_round (imported late: the layout above must stay import-light)."""
+    from dpfl.papers.kato2024.secure import secure_round as run
+
+    return run(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ table
+
+
+def table(params: dict, tables: list, log):
+    """The tidy table of Fig 11 or 12 (rows: see the module docstring)."""
+    import numpy as np
+    import pandas as pd
+
+    d = pd.concat(tables, ignore_index=True)
+    fig11 = is_fig11(params)
+    keys = ["panel", "dataset", "users", "silos", "params", "implementation", "optimizer", "key_bits", "cpu",
+            "device", "threads", "eps", "eps_certified", "records_dropped"]
+    out = []
+    for key, g in d.groupby(["panel", "implementation"], sort=False):
+        first = g.iloc[0]
+        meta = {k: first[k] for k in keys}
+        err = float(g["decrypted_rel_err"].max())
+        for phase in PHASES:
+            v = g.loc[g["phase"] == phase, "seconds"].to_numpy(float)
+            if not len(v):
+                continue
+            x = {"users": int(first["users"])} if fig11 else {}
+            out.append({**meta, "quantity": "phase_seconds", "phase": phase, "curve": f"{phase} ({key[1]})",
+                        "y": float(v.mean()), "y_std": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
+                        "measurements": len(v), "decrypted_rel_err": err, **x})
+        if fig11:
+            lt = g[g["phase"] == "local training"]
+            for silo, s in lt.groupby("silo"):
+                v = s["seconds"].to_numpy(float)
+                out.append({**meta, "quantity": "silo_seconds", "phase": "local training", "silo": int(silo),
+                            "curve": f"silo {int(silo)} ({key[1]})", "x": int(silo), "y": float(v.mean()),
+                            "y_std": float(v.std(ddof=1)) if len(v) > 1 else 0.0, "measurements": len(v),
+                            "decrypted_rel_err": err})
+        log(f"{key[0]} ({key[1]}): " + ", ".join(f"{r['phase']} {r['y']:.3f} s" for r in out
+                                                  if r["panel"] == key[0] and r["implementation"] == key[1]
+                                                  and r["quantity"] == "phase_seconds")
+            + f"; decrypted vs plaintext ≤ {err:.1e} relative")
+    df = pd.DataFrame(out)
+    phase_rows = df["quantity"] == "phase_seconds"
+    if fig11:
+        df.loc[phase_rows, "x"] = df.loc[phase_rows, "users"]
+    else:  # each setting appears once per sweep it belongs to
+        hidden_d, users_d = int(params["default_hidden"]), int(params["default_users"])
+        h_of = {f"h{h}-U{u}": h for h, u in settings(params)}
+        parts = []
+        ph = df[phase_rows].copy()
+        ph["hidden"] = ph["panel"].map(h_of)
+        parts.append(ph[ph["users"] == users_d].assign(sweep="params", x=lambda f: f["params"]))
+        parts.append(ph[ph["hidden"] == hidden_d].assign(sweep="users", x=lambda f: f["users"]))
+        sweeps = pd.concat(parts, ignore_index=True)
+        ratios = []
+        for (sweep, impl, phase), g in sweeps.groupby(["sweep", "implementation", "phase"], sort=False):
+            g = g.sort_values("x")
+            ratios.append({**{k: g.iloc[-1][k] for k in keys}, "quantity": "last_over_first", "sweep": sweep,
+                           "phase": phase, "curve": f"{phase} ({impl})", "x": float(g["x"].iloc[-1]),
+                           "y": float(g["y"].iloc[-1] / g["y"].iloc[0]), "x_first": float(g["x"].iloc[0]),
+                           "decrypted_rel_err": float(g["decrypted_rel_err"].max())})
+        df = pd.concat([sweeps, pd.DataFrame(ratios)], ignore_index=True)
+    # the speed-up of the fast weighting where both implementations ran
+    ph = df[df["quantity"] == "phase_seconds"]
+    both = ph.pivot_table(index=[c for c in ("panel", "sweep", "phase") if c in ph], columns="implementation",
+                          values="y", aggfunc="first")
+    if set(IMPLEMENTATIONS) <= set(both.columns):
+        sp = []
+        for idx, r in both.iterrows():
+            idx = dict(zip(both.index.names, idx if isinstance(idx, tuple) else (idx,)))
+            src = ph[(ph["panel"] == idx["panel"]) & (ph["phase"] == idx["phase"]) & (ph["implementation"] == "fast")]
+            if "sweep" in idx:
+                src = src[src["sweep"] == idx["sweep"]]
+            sp.append({**{k: src.iloc[0][k] for k in src.columns if k in keys or k in ("sweep", "hidden", "x")},
+                       **idx, "implementation": "reference/fast", "quantity": "speedup",
+                       "curve": f"{idx['phase']} speed-up", "y": float(r["reference"] / r["fast"])})
+        df = pd.concat([df, pd.DataFrame(sp)], ignore_index=True)
+        for r in sp:
+            if r["phase"] == "local training":
+                log(f"{r['panel']}{' (' + r['sweep'] + ' sweep)' if 'sweep' in r else ''}: local training "
+                    f"{r['y']:.1f}× faster than the reference")
+    return df.sort_values(["quantity", "panel", "implementation"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,79 @@
+"""Plots of kato2024 Figs 11 and 12: the private weighting protocol's phase times. They read only the figure table
+(dpfl.papers.kato2024.protocol.table). Each implementation of the silos' weighting that ran is drawn in its own
+colour: "fast" (this project's) and "reference" (the published code's phe arithmetic)."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from dpfl.plotting import PALETTE
+
+COLOURS = {"fast": PALETTE[0], "reference": PALETTE[1]}
+OTHER_PHASES = ("key exchange", "blinded histogram", "aggregation")
+FIG12_PHASES = ("key exchange", "local training", "aggregation", "blinded histogram")
+
+
+def _impls(df):
+    return [i for i in ("fast", "reference") if (df["implementation"] == i).any()]
+
+
+def fig11(df, spec, meta):
+    """One row per panel: left, local training per silo (bars, mean ± std over runs and rounds; the fast weighting's
+    first round pays c_u, the later ones reuse it, hence its larger std); right, the other phases (log seconds)."""
+    plot = spec.get("plot", {})
+    panels = list(dict.fromkeys(df.loc[df["quantity"] == "phase_seconds", "panel"]))
+    impls = _impls(df)
+    size = plot.get("figsize") or [10.0, 2.3 * len(panels) + 0.6]
+    fig, axes = plt.subplots(len(panels), 2, figsize=size, layout="constrained", squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]})
+    width = 0.8 / len(impls)
+    for row, panel in zip(axes, panels):
+        d = df[df["panel"] == panel]
+        first = d.iloc[0]
+        for k, impl in enumerate(impls):
+            s = d[(d["quantity"] == "silo_seconds") & (d["implementation"] == impl)].sort_values("x")
+            row[0].bar(s["x"] + (k - (len(impls) - 1) / 2) * width, s["y"], width, yerr=s["y_std"], capsize=2,
+                       color=COLOURS[impl], label=f"{impl} weighting")
+            p = d[(d["quantity"] == "phase_seconds") & (d["implementation"] == impl)].set_index("phase")
+            ys = [p.loc[ph, "y"] if ph in p.index else np.nan for ph in OTHER_PHASES]
+            es = [p.loc[ph, "y_std"] if ph in p.index else np.nan for ph in OTHER_PHASES]
+            row[1].bar(np.arange(3) + (k - (len(impls) - 1) / 2) * width, ys, width, yerr=es, capsize=2,
+                       color=COLOURS[impl])
+        title = (f"{first['dataset']}, U = {int(first['users'])}, S = {int(first['silos'])}, "
+                 f"{int(first['params'])} params")
+        row[0].set_title(f"({panel}) {title}: local training per silo", fontsize=8)
+        row[0].set_xlabel("silo")
+        row[0].set_xticks(sorted(d.loc[d["quantity"] == "silo_seconds", "x"].unique()))
+        row[1].set_title("other phases (once per run; aggregation per round)", fontsize=8)
+        row[1].set_xticks(np.arange(3), [ph.replace(" ", "\n") for ph in OTHER_PHASES], fontsize=7)
+        row[0].set_ylim(bottom=0)
+        row[1].set_yscale("log")  # key exchange (ms) and the blinded histogram (s) differ by orders of magnitude
+        for ax in row:
+            ax.set_ylabel("seconds")
+            ax.grid(axis="x", visible=False)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=7.5)
+    return fig
+
+
+def fig12(df, spec, meta):
+    """Two rows (vs #params at the default #users; vs #users at the default width), one column per phase; mean
+    seconds with ±1 std, one line per implementation."""
+    plot = spec.get("plot", {})
+    impls = _impls(df)
+    d = df[df["quantity"] == "phase_seconds"]
+    fig, axes = plt.subplots(2, len(FIG12_PHASES), figsize=plot.get("figsize") or [11.0, 5.0], layout="constrained")
+    for r, (sweep, xlabel) in enumerate((("params", "#params"), ("users", "#users"))):
+        for c, phase in enumerate(FIG12_PHASES):
+            ax = axes[r, c]
+            for impl in impls:
+                s = d[(d["sweep"] == sweep) & (d["phase"] == phase) & (d["implementation"] == impl)].sort_values("x")
+                ax.errorbar(s["x"], s["y"], yerr=s["y_std"], fmt="o-", ms=3, capsize=2, color=COLOURS[impl],
+                            label=f"{impl} weighting")
+            ax.set_xlabel(xlabel)
+            ax.set_title(phase + (" (mean over silos)" if phase == "local training" else ""), fontsize=8)
+            ax.set_ylim(bottom=0)
+            if c == 0:
+                ax.set_ylabel("seconds")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=7.5)
+    return fig
