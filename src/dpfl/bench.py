@@ -33,7 +33,8 @@ units = int(df["rounds_from_epochs"].iloc[0]) if "rounds_from_epochs" in df else
 configs = len(df[["a", "eta"]].drop_duplicates()) if {"a", "eta"} <= set(df.columns) else None  # a batch of configs
 per_eval = float(df["seconds_per_evaluation"].iloc[0]) if "seconds_per_evaluation" in df else 0.0  # evaluations apart
 evals = int(df["evaluations"].iloc[0]) if "evaluations" in df else 0
-print(json.dumps({"seconds": time.perf_counter() - t, "loop_per_unit": loop, "units": units, "configs": configs,
+phases = df.groupby("phase")["seconds"].mean().to_dict() if {"phase", "seconds"} <= set(df.columns) else None
+print(json.dumps({"phases": phases, "seconds": time.perf_counter() - t, "loop_per_unit": loop, "units": units, "configs": configs,
                   "per_eval": per_eval, "evals": evals,
                   "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
                   "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
@@ -76,7 +77,7 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
             targets = [str(Path(p).relative_to(root)) for p in missing]
             subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--cores", str(cores), *targets],
                            cwd=root, check=True, stdout=subprocess.DEVNULL)
-        rows = []
+        rows, phases = [], {}
         lay = jobs.layout(paper, figure)
         full_units, unit = lay.bench_units(cfg.figure_params(paper, figure, "none"))
         for cell in jobs.cell_ids(cfg, paper, figure, "none"):
@@ -94,6 +95,8 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
             evals = lay.bench_evaluations(full.params, units) if hasattr(lay, "bench_evaluations") else 0
             setup += r.get("per_eval", 0.0) * evals  # the full run's evaluations, counted with the fixed costs
             rows.append((cell, per_unit, r["peak_mb"], setup, units))
+            if r.get("phases"):  # a cell that times phases (kato2024 Figs 11-12: the protocol)
+                phases[cell] = r["phases"]
             seeds = len(job.params.get("seeds") or [1])
             per_seed = f" ({per_unit / seeds:7.2f} s/{unit} per seed)" if seeds > 1 else ""
             if r.get("configs"):
@@ -105,6 +108,9 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
                   f"   peak {r['peak_mb']:7.0f} MiB", flush=True)
         if not rows:
             continue
+        if phases and hasattr(lay, "bench_side_by_side"):
+            print(f"  {figure}: mean seconds per phase (local training: per silo and round)")
+            print("\n".join(lay.bench_side_by_side(phases)))
         per_cell = [units * s + setup for _, s, _, setup, units in rows]  # a cell's own T where the data set it
         serial = sum(per_cell)
         # Snakemake runs cells in parallel; the figure takes at least its slowest cell

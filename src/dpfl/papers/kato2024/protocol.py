@@ -104,12 +104,32 @@ def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, di
 
 
 def bench_params(params: dict, units: int) -> dict:
-    """The benchmark's reduced run of a cell: one seed, `units` rounds."""
-    return {**params, "seeds": list(params["seeds"])[:1], "rounds": int(units)}
+    """The benchmark's reduced run of a cell: the first `units` runs (seeds), every round (the fast weighting's reuse
+    of c_u shows only from round 2)."""
+    return {**params, "seeds": list(params["seeds"])[: max(1, int(units))]}
 
 
 def bench_units(params: dict) -> tuple[int, str]:
-    return int(params["rounds"]) * len(params["seeds"]), "round"
+    return len(params["seeds"]), "run"
+
+
+def bench_side_by_side(results: dict[str, dict]) -> list[str]:
+    """Lines of the benchmark's phase table: per setting and phase, mean seconds of each implementation and the
+    speed-up; `results` {cell: {phase: mean seconds}} (dpfl.bench)."""
+    by_setting: dict = {}
+    for cell, phases in results.items():
+        setting, impl = parse_cell(cell)
+        by_setting.setdefault(setting, {})[impl] = phases
+    out = [f"  {'setting':10s} {'phase':18s} {'fast s':>9s} {'reference s':>12s} {'speed-up':>9s}"]
+    for setting, impls in by_setting.items():
+        for phase in PHASES:
+            f, r = (impls.get(i, {}).get(phase) for i in IMPLEMENTATIONS)
+            if f is None and r is None:
+                continue
+            sp = f"{r / f:8.1f}×" if f and r else ""
+            out.append(f"  {setting:10s} {phase:18s} {'' if f is None else f'{f:9.3f}':>9s} "
+                       f"{'' if r is None else f'{r:12.3f}':>12s} {sp:>9s}")
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ cell
