@@ -215,3 +215,26 @@ def test_a_user_above_the_record_bound_stops_the_round_instead_of_a_wrong_model(
     counts[1, 0] = 10  # n_u = 30 ≤ N̄: fine
     got, _, _ = run_round(server, silos, counts, clipped, noise)
     assert np.allclose(got, plaintext(counts, clipped, noise).sum(0), rtol=1e-8, atol=1e-9)
+
+
+@pytest.mark.parametrize("U,D,scale", [(1, 1, 5), (3, 7, 1e9), (12, 2, 3e10), (4, 5, 0)])
+def test_multi_exp_equals_the_product_of_separate_powmods(U, D, scale):
+    """Straus' interleaved windows with signed exponents (negatives through the inverse), zero exponents and
+    all-zero columns: the same residues as ∏_u powmod(b_u, e_uj) (b_u⁻¹ for e_uj < 0). Modulus: a 1024-bit n²."""
+    from dpfl.papers.kato2024.secure import multi_exp
+
+    rng = np.random.default_rng(U * 100 + D)
+    server = Server(2, bits=1024, record_bound=30)
+    n2 = server.public.nsquare
+    bases = [server.public.raw_encrypt(int(rng.integers(1, 10**6))) for _ in range(U)]
+    exps = np.rint(rng.normal(scale=scale, size=(U, D)))
+    exps[0, 0] = 0
+    got = multi_exp(bases, exps, n2)
+    for j in range(D):
+        want = 1
+        for u in range(U):
+            e = int(exps[u, j])
+            b = bases[u] if e >= 0 else int(gmpy2.invert(bases[u], n2))
+            want = want * pow(b, abs(e), n2) % n2
+        assert int(got[j]) == want, (j, exps[:, j])
+    assert [int(v) for v in multi_exp([], np.zeros((0, 3)), n2)] == [1, 1, 1]

@@ -34,6 +34,8 @@ configs = len(df[["a", "eta"]].drop_duplicates()) if {"a", "eta"} <= set(df.colu
 per_eval = float(df["seconds_per_evaluation"].iloc[0]) if "seconds_per_evaluation" in df else 0.0  # evaluations apart
 evals = int(df["evaluations"].iloc[0]) if "evaluations" in df else 0
 phases = df.groupby("phase")["seconds"].mean().to_dict() if {"phase", "seconds"} <= set(df.columns) else None
+if phases and "round" in df and (df["round"] > 1).any():  # later rounds apart (the first may pay one-off costs)
+    phases.update({f"{k} (rounds ≥ 2)": v for k, v in df[df["round"] > 1].groupby("phase")["seconds"].mean().items()})
 print(json.dumps({"phases": phases, "seconds": time.perf_counter() - t, "loop_per_unit": loop, "units": units, "configs": configs,
                   "per_eval": per_eval, "evals": evals,
                   "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,

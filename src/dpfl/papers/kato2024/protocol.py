@@ -120,14 +120,14 @@ def bench_side_by_side(results: dict[str, dict]) -> list[str]:
     for cell, phases in results.items():
         setting, impl = parse_cell(cell)
         by_setting.setdefault(setting, {})[impl] = phases
-    out = [f"  {'setting':10s} {'phase':18s} {'fast s':>9s} {'reference s':>12s} {'speed-up':>9s}"]
+    out = [f"  {'setting':10s} {'phase':28s} {'fast s':>9s} {'reference s':>12s} {'speed-up':>9s}"]
     for setting, impls in by_setting.items():
-        for phase in PHASES:
+        for phase in (*PHASES, "local training (rounds ≥ 2)"):
             f, r = (impls.get(i, {}).get(phase) for i in IMPLEMENTATIONS)
             if f is None and r is None:
                 continue
             sp = f"{r / f:8.1f}×" if f and r else ""
-            out.append(f"  {setting:10s} {phase:18s} {'' if f is None else f'{f:9.3f}':>9s} "
+            out.append(f"  {setting:10s} {phase:28s} {'' if f is None else f'{f:9.3f}':>9s} "
                        f"{'' if r is None else f'{r:12.3f}':>12s} {sp:>9s}")
     return out
 
