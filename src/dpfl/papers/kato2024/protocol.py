@@ -18,12 +18,12 @@ record, the model Linear(4,h)-ReLU-Linear(h,2); one cell per (h, U) of the two s
 This module is the figures' layout (import-light, read when the DAG is built), cell (`run_cell`) and table (`table`);
 the plot is in `protocol_plot`. Timings are hardware-specific: the table records the CPU, and the claims check trends.
 
-Table rows (column `quantity`):
-  silo_seconds    Fig 11, per (panel, implementation, silo): local training of that silo, mean over runs × rounds
-                  (y), std (y_std), x = the silo index
-  phase_seconds   per (setting, implementation, phase): mean seconds (y) and std over the measurements (local
-                  training: over silos, runs and rounds), x = #users (Fig 11) or the swept value (Fig 12: #params or
-                  #users; column `sweep`)
+Table rows (column `quantity`); seconds are per run (all its rounds; *inferred*: the paper times "execution
+time" per phase without saying per round), `per_round` the mean of one round where the phase runs every round:
+  silo_seconds    Fig 11, per (panel, implementation, silo): that silo's local training in a run, mean over runs (y),
+                  std (y_std), x = the silo index
+  phase_seconds   per (setting, implementation, phase): seconds in a run, mean (y) and std over runs (local training:
+                  over runs and silos), x = #users (Fig 11) or the swept value (Fig 12: #params or #users; `sweep`)
   last_over_first Fig 12, per (sweep, implementation, phase): phase_seconds at the sweep's last point / at its first
   speedup         per (setting, phase): reference / fast mean seconds, where both implementations ran
 Every row carries the max relative difference between the decrypted and the plaintext aggregate over its cells
@@ -34,6 +34,8 @@ from __future__ import annotations
 
 IMPLEMENTATIONS = ("fast", "reference")
 PHASES = ("key exchange", "blinded histogram", "local training", "aggregation")
+#: the phases that run every round (the others once per run of -w)
+PER_ROUND = ("local training", "aggregation")
 #: Fig 11's datasets: their model and loss (as the training figures, dpfl.papers.kato2024.cell.TASKS)
 MODELS = {"heart_disease": ("heart_logistic", "bce"), "tcga_brca": ("tcga_cox", "cox")}
 
@@ -290,21 +292,27 @@ def table(params: dict, tables: list, log):
         first = g.iloc[0]
         meta = {k: first[k] for k in keys}
         err = float(g["decrypted_rel_err"].max())
+        # per run: the seconds each phase took over the whole run (local training: per silo), then mean ± std
+        # over the runs (and the silos); the mean per round of the rounds' phases is kept beside it
+        rounds = int(first["rounds"])
         for phase in PHASES:
-            v = g.loc[g["phase"] == phase, "seconds"].to_numpy(float)
-            if not len(v):
+            ph = g[g["phase"] == phase]
+            if ph.empty:
                 continue
+            v = ph.groupby(["seed", "silo"])["seconds"].sum().to_numpy(float)
             x = {"users": int(first["users"])} if fig11 else {}
             out.append({**meta, "quantity": "phase_seconds", "phase": phase, "curve": f"{phase} ({key[1]})",
                         "y": float(v.mean()), "y_std": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
-                        "measurements": len(v), "decrypted_rel_err": err, **x})
+                        "per_round": float(ph["seconds"].mean()) if phase in PER_ROUND else np.nan,
+                        "measurements": len(v), "rounds": rounds, "decrypted_rel_err": err, **x})
         if fig11:
             lt = g[g["phase"] == "local training"]
             for silo, s in lt.groupby("silo"):
-                v = s["seconds"].to_numpy(float)
+                v = s.groupby("seed")["seconds"].sum().to_numpy(float)
                 out.append({**meta, "quantity": "silo_seconds", "phase": "local training", "silo": int(silo),
                             "curve": f"silo {int(silo)} ({key[1]})", "x": int(silo), "y": float(v.mean()),
-                            "y_std": float(v.std(ddof=1)) if len(v) > 1 else 0.0, "measurements": len(v),
+                            "y_std": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
+                            "per_round": float(s["seconds"].mean()), "measurements": len(v), "rounds": rounds,
                             "decrypted_rel_err": err})
         log(f"{key[0]} ({key[1]}): " + ", ".join(f"{r['phase']} {r['y']:.3f} s" for r in out
                                                   if r["panel"] == key[0] and r["implementation"] == key[1]

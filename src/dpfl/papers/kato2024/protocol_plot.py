@@ -17,8 +17,8 @@ def _impls(df):
 
 
 def fig11(df, spec, meta):
-    """One row per panel: left, local training per silo (bars, mean ± std over runs and rounds; the fast weighting's
-    first round pays c_u, the later ones reuse it, hence its larger std); right, the other phases (log seconds)."""
+    """One row per panel: left, each silo's local training in a run (all its rounds; bars, mean ± std over runs);
+    right, the other phases in a run (log seconds)."""
     plot = spec.get("plot", {})
     panels = list(dict.fromkeys(df.loc[df["quantity"] == "phase_seconds", "panel"]))
     impls = _impls(df)
@@ -39,16 +39,16 @@ def fig11(df, spec, meta):
             row[1].bar(np.arange(3) + (k - (len(impls) - 1) / 2) * width, ys, width, yerr=es, capsize=2,
                        color=COLOURS[impl])
         title = (f"{first['dataset']}, U = {int(first['users'])}, S = {int(first['silos'])}, "
-                 f"{int(first['params'])} params")
+                 f"{int(first['params'])} params, {int(first['rounds'])} round(s) per run")
         row[0].set_title(f"({panel}) {title}: local training per silo", fontsize=8)
         row[0].set_xlabel("silo")
         row[0].set_xticks(sorted(d.loc[d["quantity"] == "silo_seconds", "x"].unique()))
-        row[1].set_title("other phases (once per run; aggregation per round)", fontsize=8)
+        row[1].set_title("other phases (aggregation: all rounds)", fontsize=8)
         row[1].set_xticks(np.arange(3), [ph.replace(" ", "\n") for ph in OTHER_PHASES], fontsize=7)
         row[0].set_ylim(bottom=0)
         row[1].set_yscale("log")  # key exchange (ms) and the blinded histogram (s) differ by orders of magnitude
         for ax in row:
-            ax.set_ylabel("seconds")
+            ax.set_ylabel("seconds per run")
             ax.grid(axis="x", visible=False)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", fontsize=7.5)
@@ -73,7 +73,7 @@ def fig12(df, spec, meta):
             ax.set_title(phase + (" (mean over silos)" if phase == "local training" else ""), fontsize=8)
             ax.set_ylim(bottom=0)
             if c == 0:
-                ax.set_ylabel("seconds")
+                ax.set_ylabel("seconds per run")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", fontsize=7.5)
     return fig

@@ -1,0 +1,253 @@
+"""kato2024 Figs 11 and 12 (dpfl.papers.kato2024.protocol): the layout read from the YAML, Fig 12's generated data
+(users within the record bound, reproducible), one real cell of each figure through the protocol (every phase timed,
+the decrypted aggregate equal to the plaintext one, ε from the accountant), the table's per-run totals, sweeps,
+ratios and speed-ups on hand-made cell tables, the YAML's C-K11 and C-K12 checks on them, and the plots.
+
+The cells here use a 1024-bit modulus and a record bound N̄ = 30 so that they take seconds (L = lcm(1..30) fits a
+1024-bit n with room; the arithmetic is the same as at 3072 bits, which tests/test_kato_secure.py runs once)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfl import claims, config, tidy
+from dpfl.papers.kato2024 import protocol
+from dpfl.papers.kato2024.allocation import build_flamby
+from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = {"key_bits": 1024, "record_bound": 30}
+
+
+def yaml_params(figure: str, scale: str = "paper") -> dict:
+    cfg = config.load(ROOT, {"scale": scale})
+    return cfg.figure_params("kato2024", figure, "none")
+
+
+# ------------------------------------------------------------------------------------------ layout
+
+
+def test_layout_from_the_yaml():
+    p11, p12 = yaml_params("fig11"), yaml_params("fig12")
+    assert protocol.cells(p11) == [f"{panel}-{impl}" for panel in ("heart10", "heart100", "tcga10", "tcga100")
+                                   for impl in ("fast", "reference")]
+    datasets, allocations = protocol.needs(p11)
+    assert datasets == ("heart_disease", "tcga_brca") and len(allocations) == 4 * 5
+    assert "kato2024-tcga_brca/zipf-U100-S6-seed10" in allocations
+    # Fig 12: the two sweeps share their default setting (h = 2, U = 20): 7 settings, no data files
+    assert protocol.settings(p12) == [(2, 20), (4, 20), (8, 20), (15, 20), (2, 10), (2, 30), (2, 40)]
+    assert len(protocol.cells(p12)) == 14 and protocol.needs(p12) == ((), ())
+    own, _ = protocol.cell_params(p12, {}, "h8-U20-reference")
+    assert (own["hidden"], own["users"], own["implementation"]) == (8, 20, "reference") and "hidden" not in p12.get("x", {})
+    own, _ = protocol.cell_params(p11, {}, "tcga10-fast")
+    assert own["panel"]["id"] == "tcga10" and own["implementation"] == "fast" and protocol.is_fig11(own)
+    assert (own["key_bits"], own["record_bound"], own["optimizer"]) == (3072, 2000, "sgd")  # spec §6 defaults
+    for bad in ("tcga10", "tcga10-slow", "-fast"):
+        with pytest.raises(ValueError, match="implementation one of fast, reference"):
+            protocol.parse_cell(bad)
+    with pytest.raises(ValueError, match="h<hidden>-U<users>"):
+        protocol.parse_setting("h2U20")
+
+
+def test_authors_code_sets_adam_and_ten_users():
+    cfg = config.load(ROOT, {"scale": "paper"})
+    p = cfg.figure_params("kato2024", "fig12", "authors-code")
+    assert p["optimizer"] == "adam" and p["default_users"] == 10  # K7, K8
+    assert cfg.figure_params("kato2024", "fig11", "authors-code")["optimizer"] == "adam"
+
+
+# ------------------------------------------------------------------------------------------ Fig 12's data
+
+
+def test_generated_data_keeps_every_user_within_the_record_bound():
+    p = {"data": {"features": 4, "classes": 2, "records_per_silo": 300}, "silos": 3, "record_bound": 100}
+    run = protocol.artificial_run(p, 4, seed=7)  # 900 records, 4 users: ≈ 225 each → 100 kept each
+    counts = np.bincount(run["user"], minlength=4)
+    assert counts.max() == 100 and run["dropped"] == 900 - counts.sum() and run["X"].shape == (counts.sum(), 4)
+    assert set(np.unique(run["silo"])) == {0, 1, 2} and set(np.unique(run["y"])) == {0, 1}
+    again = protocol.artificial_run(p, 4, seed=7)
+    assert all(np.array_equal(run[k], again[k]) for k in ("X", "y", "silo", "user"))
+    roomy = protocol.artificial_run({**p, "record_bound": 2000}, 4, seed=7)
+    assert roomy["dropped"] == 0 and len(roomy["y"]) == 900
+    assert np.array_equal(np.bincount(roomy["silo"]), [300, 300, 300])
+
+
+# ------------------------------------------------------------------------------------------ real cells
+
+
+def fig12_job(cell="h2-U3-fast", **over):
+    params = {"data": {"features": 4, "classes": 2, "records_per_silo": 20}, "silos": 2, "hidden": [2], "users": [3],
+              "default_hidden": 2, "default_users": 3, "seeds": [0, 1], "rounds": 2, "batch": 4, "sigma": 5.0,
+              "delta": 1e-5, "hyper": {"eta_g": 0.1, "clip": 1.0, "eta_l": 0.01, "epochs": 2},
+              "implementations": ["fast", "reference"], "optimizer": "sgd", **SMALL, **over}
+    own, _ = protocol.cell_params(params, {}, cell)
+    return SimpleNamespace(params=own, cell=cell, seed=0)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_fig12_cell_times_every_phase_and_checks_the_decryption(optimizer):
+    df = protocol.run_cell(fig12_job(optimizer=optimizer), {}, lambda *a: None)
+    per_seed = df.groupby(["seed", "phase"]).size().unstack()
+    # per run: one key exchange, one blinded histogram (-w), local training per silo and round, aggregation per round
+    assert per_seed.to_dict("index") == {s: {"aggregation": 2, "blinded histogram": 1, "key exchange": 1,
+                                             "local training": 4} for s in (0, 1)}
+    assert (df.loc[df["phase"] == "key exchange", "round"] == 0).all() and (df["seconds"] > 0).all()
+    lt = df[df["phase"] == "local training"]
+    assert sorted(lt.groupby(["seed", "round"])["silo"].apply(list).iloc[0]) == [0, 1]
+    assert (df["decrypted_rel_err"] < 1e-8).all() and (df["params"] == 16).all()  # Linear(4,2)-ReLU-Linear(2,2)
+    assert (df["records_dropped"] == 0).all() and df["optimizer"].iloc[0] == optimizer and df["threads"].iloc[0] == 1
+    nominal, certified = epsilon_curves(BY_ID["uldp_avg_w"], 2, 5.0, 1e-5)
+    assert df["eps"].iloc[0] == pytest.approx(nominal[-1]) and df["eps_certified"].iloc[0] == pytest.approx(certified[-1])
+
+
+def test_fig12_cell_drops_records_above_the_bound_and_both_implementations_agree():
+    fast = protocol.run_cell(fig12_job("h2-U3-fast", seeds=[0], data={"features": 4, "classes": 2,
+                                                                     "records_per_silo": 60}), {}, lambda *a: None)
+    assert fast["records_dropped"].iloc[0] > 0  # 120 records, 3 users: ≈ 40 each > N̄ = 30
+    assert (fast["decrypted_rel_err"] < 1e-8).all()
+
+
+@pytest.fixture(scope="module")
+def tcga(tmp_path_factory):
+    """A TCGA-shaped prepared file (2 centres, 40 training records) and one zipf allocation of 6 users."""
+    d = tmp_path_factory.mktemp("kato_protocol")
+    rng = np.random.default_rng(0)
+    n = 60
+    X = rng.normal(size=(n, 39))
+    prepared = {"X": X, "T": rng.exponential(size=n), "E": (rng.random(n) < 0.7).astype(np.int64),
+                "center": np.repeat([0, 1], 30), "train": np.tile(np.r_[np.ones(20, bool), np.zeros(10, bool)], 2),
+                "centers": np.array(["c0", "c1"])}
+    np.savez(d / "tcga_brca.npz", **prepared)
+    panel = {"id": "t6", "dataset": "tcga_brca", "allocation": "tcga_brca", "users": 6, "distribution": "zipf",
+             "silos": 2, "batch": 8}
+    alloc = build_flamby(prepared, {"dataset": "tcga_brca", "distribution": "zipf", "users": 6, "silos": 2, "seed": 0,
+                                    "global_seed": 0, "user_alpha": 0.5, "main_ratio": 0.8, "min_records": 2},
+                         log=lambda *a: None)
+    np.savez(d / "alloc.npz", **alloc)
+    inputs = {"prepared": {"tcga_brca": str(d / "tcga_brca.npz")},
+              "allocations": {protocol.panel_allocation(panel, 0): str(d / "alloc.npz")}}
+    return panel, inputs
+
+
+def test_fig11_cell_on_a_flamby_allocation(tcga):
+    panel, inputs = tcga
+    params = {"panels": [panel], "seeds": [0], "rounds": 2, "sigma": 5.0, "delta": 1e-5,
+              "hyper": {"eta_g": 10.0, "clip": 0.1, "eta_l": 0.001, "epochs": 2}, "implementations": ["reference"],
+              "optimizer": "sgd", **SMALL}
+    assert protocol.needs(params) == (("tcga_brca",), ("kato2024-tcga_brca/zipf-U6-S2-seed0",))
+    own, _ = protocol.cell_params(params, {}, "t6-reference")
+    df = protocol.run_cell(SimpleNamespace(params=own, cell="t6-reference", seed=0), inputs, lambda *a: None)
+    assert set(df["phase"]) == set(protocol.PHASES) and (df["decrypted_rel_err"] < 1e-8).all()
+    assert (df["dataset"] == "tcga_brca").all() and (df["params"] == 40).all() and (df["silos"] == 2).all()
+    assert (df["implementation"] == "reference").all()
+
+
+# ------------------------------------------------------------------------------------------ table, claims, plot
+
+
+def fake_cells(params: dict, seconds) -> list[pd.DataFrame]:
+    """Cell tables as run_cell writes them, with seconds(setting meta, phase, silo, round, impl) chosen by hand."""
+    out = []
+    for cell in protocol.cells(params):
+        own, _ = protocol.cell_params(params, {}, cell)
+        setting, impl = protocol.parse_cell(cell)
+        if protocol.is_fig11(own):
+            meta = {"panel": setting, "dataset": own["panel"]["dataset"], "users": own["panel"]["users"],
+                    "silos": own["panel"]["silos"], "params": 14 if own["panel"]["dataset"] == "heart_disease" else 40}
+        else:
+            meta = {"panel": setting, "dataset": "artificial", "users": own["users"], "silos": own["silos"],
+                    "params": {2: 16, 4: 30, 8: 58, 15: 107}[own["hidden"]], "hidden": own["hidden"]}
+        rows = []
+        for seed in own["seeds"]:
+            rows.append({"seed": seed, "round": 0, "phase": "key exchange", "silo": -1,
+                         "seconds": seconds(meta, "key exchange", -1, 0, impl)})
+            for t in range(1, own["rounds"] + 1):
+                if t == 1:
+                    rows.append({"seed": seed, "round": 1, "phase": "blinded histogram", "silo": -1,
+                                 "seconds": seconds(meta, "blinded histogram", -1, 1, impl)})
+                rows += [{"seed": seed, "round": t, "phase": "local training", "silo": s,
+                          "seconds": seconds(meta, "local training", s, t, impl)} for s in range(meta["silos"])]
+                rows.append({"seed": seed, "round": t, "phase": "aggregation", "silo": -1,
+                             "seconds": seconds(meta, "aggregation", -1, t, impl)})
+        out.append(pd.DataFrame(rows).assign(**meta, implementation=impl, optimizer="sgd", key_bits=3072,
+                                             rounds=own["rounds"], threads=1, device="cpu", cpu="test",
+                                             decrypted_rel_err=1e-11, eps=1.0, eps_certified=1.0, records_dropped=0))
+    return out
+
+
+def paper_like(meta, phase, silo, t, impl):
+    """Times shaped as the paper reports: local training ∝ users × params and dominant, aggregation ∝ params."""
+    slow = 3.0 if impl == "reference" else 1.0
+    return {"key exchange": 0.01, "blinded histogram": 0.002 * meta["users"],
+            "local training": slow * 0.001 * meta["users"] * meta["params"] * (1 + 0.1 * silo),
+            "aggregation": 0.001 * meta["params"]}[phase]
+
+
+def verdicts(figure: str, df: pd.DataFrame) -> dict:
+    cfg = config.load(ROOT, {"scale": "paper"})
+    spec = cfg.papers["kato2024"]["figures"][figure]
+    return {c["id"]: claims.evaluate_claim(df, c, "real")["verdict"] for c in spec["claims"]}
+
+
+def test_fig11_table_per_run_totals_speedups_and_c_k11():
+    params = {**yaml_params("fig11"), "seeds": [0, 1]}
+    df = tidy.finalize(protocol.table(params, fake_cells(params, paper_like), lambda *a: None), "kato2024", "fig11")
+    row = df[(df["quantity"] == "phase_seconds") & (df["panel"] == "heart100") & (df["implementation"] == "fast")]
+    lt = row[row["phase"] == "local training"].iloc[0]
+    # a silo's local training per run = 3 rounds × 0.001·U·P·(1 + 0.1·s); mean over silos 0..3 and both runs
+    assert lt["y"] == pytest.approx(3 * 0.001 * 100 * 14 * np.mean([1, 1.1, 1.2, 1.3]))
+    assert lt["per_round"] == pytest.approx(lt["y"] / 3) and lt["x"] == 100
+    agg = row[row["phase"] == "aggregation"].iloc[0]
+    assert agg["y"] == pytest.approx(3 * 0.014) and agg["y_std"] == pytest.approx(0.0)
+    silo3 = df[(df["quantity"] == "silo_seconds") & (df["panel"] == "heart100") & (df["implementation"] == "fast")
+               & (df["x"] == 3)].iloc[0]
+    assert silo3["y"] == pytest.approx(3 * 0.001 * 100 * 14 * 1.3)
+    sp = df[(df["quantity"] == "speedup") & (df["phase"] == "local training")]
+    assert len(sp) == 4 and np.allclose(sp["y"], 3.0)
+    assert verdicts("fig11", df) == {"C-K11": "pass"}
+
+    def histogram_dominates(meta, phase, silo, t, impl):
+        return 50.0 if phase == "blinded histogram" and meta["users"] == 100 else paper_like(meta, phase, silo, t, impl)
+
+    df = protocol.table(params, fake_cells(params, histogram_dominates), lambda *a: None)
+    assert verdicts("fig11", tidy.finalize(df, "kato2024", "fig11")) == {"C-K11": "fail"}
+
+
+def test_fig12_table_sweeps_ratios_and_c_k12():
+    params = yaml_params("fig12")
+    df = tidy.finalize(protocol.table(params, fake_cells(params, paper_like), lambda *a: None), "kato2024", "fig12")
+    ph = df[df["quantity"] == "phase_seconds"]
+    # the default setting (h = 2, U = 20) appears in both sweeps
+    assert sorted(ph.loc[(ph["sweep"] == "params") & (ph["phase"] == "aggregation") & (ph["implementation"] == "fast"),
+                         "x"]) == [16, 30, 58, 107]
+    assert sorted(ph.loc[(ph["sweep"] == "users") & (ph["phase"] == "aggregation") & (ph["implementation"] == "fast"),
+                         "x"]) == [10, 20, 30, 40]
+    ratio = df[(df["quantity"] == "last_over_first") & (df["phase"] == "blinded histogram") & (df["sweep"] == "users")]
+    assert np.allclose(ratio["y"], 4.0) and (ratio["x_first"] == 10).all()
+    assert verdicts("fig12", df) == {"C-K12": "pass"}
+
+    def aggregation_grows_with_users(meta, phase, silo, t, impl):
+        base = paper_like(meta, phase, silo, t, impl)
+        return base * meta["users"] / 10 if phase == "aggregation" else base
+
+    df = protocol.table(params, fake_cells(params, aggregation_grows_with_users), lambda *a: None)
+    assert verdicts("fig12", tidy.finalize(df, "kato2024", "fig12")) == {"C-K12": "fail"}
+
+
+def test_plots_draw_both_figures(tmp_path):
+    from dpfl.papers.kato2024 import protocol_plot
+
+    for figure, draw in (("fig11", protocol_plot.fig11), ("fig12", protocol_plot.fig12)):
+        params = {**yaml_params(figure), "seeds": [0]}
+        df = protocol.table(params, fake_cells(params, paper_like), lambda *a: None)
+        fig = draw(df, {"plot": {}}, {})
+        fig.savefig(tmp_path / f"{figure}.png")
+        assert (tmp_path / f"{figure}.png").stat().st_size > 10_000
+        bars = sum(len(ax.patches) for ax in fig.axes)
+        lines = sum(len(ax.lines) for ax in fig.axes)
+        assert (bars if figure == "fig11" else lines) > 0
