@@ -12,6 +12,14 @@ OTHER_PHASES = ("key exchange", "blinded histogram", "aggregation")
 FIG12_PHASES = ("key exchange", "local training", "aggregation", "blinded histogram")
 
 
+def _machine(fig, df):
+    """Timings are hardware-specific: say on what they were measured."""
+    first = df.iloc[0]
+    fig.text(0.995, 0.002, f"wall-clock, {int(first['threads'])} thread, {first['cpu']}; Paillier "
+             f"{int(first['key_bits'])}-bit; local optimizer {first['optimizer']}", ha="right", va="bottom",
+             fontsize=6.5, color="0.35")
+
+
 def _impls(df):
     return [i for i in ("fast", "reference") if (df["implementation"] == i).any()]
 
@@ -52,6 +60,7 @@ def fig11(df, spec, meta):
             ax.grid(axis="x", visible=False)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", fontsize=7.5)
+    _machine(fig, df)
     return fig
 
 
@@ -76,4 +85,5 @@ def fig12(df, spec, meta):
                 ax.set_ylabel("seconds per run")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", fontsize=7.5)
+    _machine(fig, df)
     return fig
