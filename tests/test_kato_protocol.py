@@ -251,3 +251,13 @@ def test_plots_draw_both_figures(tmp_path):
         bars = sum(len(ax.patches) for ax in fig.axes)
         lines = sum(len(ax.lines) for ax in fig.axes)
         assert (bars if figure == "fig11" else lines) > 0
+
+
+def test_report_table_lists_both_implementations_and_the_decryption_check():
+    from dpfl.papers.kato2024.protocol_plot import phase_markdown
+
+    params = {**yaml_params("fig11"), "seeds": [0, 1]}
+    md = phase_markdown(protocol.table(params, fake_cells(params, paper_like), lambda *a: None), {})
+    row = next(line for line in md.splitlines() if line.startswith("| heart100") and "local training" in line)
+    assert "| 3.0× |" in row and row.endswith("| 1.0e-11 |")
+    assert md.count("| tcga10 ") == 4 and "Paillier 3072-bit" in md

@@ -18,7 +18,7 @@ FIGURES = {
        for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10a", "fig10b")},
     # the private weighting protocol's phase times (spec §6-§7)
     **{fig: FigureDef(table="dpfl.papers.kato2024.protocol:table", plot=f"dpfl.papers.kato2024.protocol_plot:{fig}",
-                      kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.protocol",
+                      markdown="dpfl.papers.kato2024.protocol_plot:phase_markdown", kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.protocol",
                       cell="dpfl.papers.kato2024.protocol:run_cell")
        for fig in ("fig11", "fig12")},
     "fig13": FigureDef(table="dpfl.papers.kato2024.bars:table", plot="dpfl.papers.kato2024.bars_plot:bars",
