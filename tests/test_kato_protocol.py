@@ -261,3 +261,14 @@ def test_report_table_lists_both_implementations_and_the_decryption_check():
     row = next(line for line in md.splitlines() if line.startswith("| heart100") and "local training" in line)
     assert "| 3.0× |" in row and row.endswith("| 1.0e-11 |")
     assert md.count("| tcga10 ") == 4 and "Paillier 3072-bit" in md
+
+
+def test_timed_cells_claim_every_local_core_and_other_cells_do_not():
+    """Fig 11/12 cells measure wall-clock time: a local run gives them the machine alone (the rule's threads), a
+    cluster run (no local core count) asks for the configured threads; training cells always the configured ones."""
+    from dpfl import jobs
+
+    cfg = config.load(ROOT, {"scale": "quick"})
+    assert jobs.cell_threads(cfg, "kato2024", "fig11", "heart10-fast", "none", 8) == 8
+    assert jobs.cell_threads(cfg, "kato2024", "fig12", "h2-U20-reference", "none", None) == cfg.globals["threads"]
+    assert jobs.cell_threads(cfg, "kato2024", "fig6", "a-uldp_avg", "none", 8) == cfg.globals["threads"]

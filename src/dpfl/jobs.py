@@ -88,6 +88,19 @@ def build_cell_job(cfg, paper: str, figure: str, cell: str, mode: str) -> CellJo
                    device=g["device"], params=params, settings=settings)
 
 
+def cell_threads(cfg, paper: str, figure: str, cell: str, mode: str, local_cores: int | None) -> int:
+    """Threads the cell rule claims: the config's `threads`, except for a cell that measures wall-clock time (its
+    layout's optional `timed_cell(params)`: kato2024 Figs 11-12), which claims all `local_cores` of a local run so
+    that no other job runs beside it and perturbs its timings (it computes on one thread itself, spec §7). Under a
+    cluster executor (`local_cores` None) each job has its own allocation; ask for exclusive nodes there if timings
+    matter (README, cluster section)."""
+    threads = int(cfg.globals["threads"])
+    timed = getattr(layout(paper, figure), "timed_cell", None)
+    if local_cores and timed is not None and timed(build_cell_job(cfg, paper, figure, cell, mode).params):
+        return max(threads, int(local_cores))
+    return threads
+
+
 def cell_gpu(cfg, paper: str, figure: str, cell: str, mode: str) -> int:
     """1 if the cell is worth a GPU (its layout's optional `gpu_cell(params)`: kato2024's MNIST CNN cells, bietti2022's
     CNN cells), else 0: the `gpu` resource of the cell rule, so that `--resources gpu=1` runs them one at a time on a

@@ -105,6 +105,11 @@ def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, di
     return own, {}
 
 
+def timed_cell(params: dict) -> bool:
+    """Every cell measures wall-clock time: a local run gives it the machine alone (dpfl.jobs.cell_threads)."""
+    return True
+
+
 def bench_params(params: dict, units: int) -> dict:
     """The benchmark's reduced run of a cell: the first `units` runs (seeds), every round (the fast weighting's reuse
     of c_u shows only from round 2)."""
