@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 CORES  ?= 2
 SNAKEMAKE_ARGS ?=
 
-.PHONY: reproduce test install clean-results
+.PHONY: reproduce test install clean-results test-slurm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ reproduce: install
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Not part of `make test` or CI: a throwaway single-node Slurm cluster on this machine (needs root or sudo, and apt-get
+# when slurm-wlm/munge are missing) runs a few figures through profiles/slurm and compares their tables with a local
+# build. Options (SLURM_TEST_ONLY, SLURM_TEST_SCALE, ...) in the header of tools/slurm/test_slurm.sh.
+test-slurm: install
+	bash tools/slurm/test_slurm.sh
 
 clean-results:
 	rm -rf results .snakemake

@@ -9,6 +9,10 @@ from dpfl.data import record as data_record
 wildcard_constraints:
     dataset="|".join(sorted(CFG.datasets)),
 
+# Downloads run on the submitting machine under a cluster executor (profiles/slurm): they need the network or the
+# mirror, which compute nodes often lack, and little CPU. prepare (arrays, up to GBs of memory) goes to the scheduler.
+localrules: download
+
 
 def prepared_npz(dataset):
     """The prepared arrays of a dataset (data/prepared/<dataset>.npz), for the inputs of other rules."""

@@ -2,8 +2,21 @@
 # Experiment figures add cells before `table` (one job per cell, e.g. one method on one panel over
 # all trials), which read prepared datasets (data.smk) and configured allocations (rule allocate).
 # The rules are defined once per mode; the authors-code variant lives in <figure>/authors-code/.
-# Plots, claims and the report take seconds: they run on the submitting machine, never as cluster jobs.
-localrules: report, figure_plot_none, figure_plot_authors_code, figure_claims_none, figure_claims_authors_code
+# Table assembly, plots, claims and the report take seconds (an analytic figure's table is its whole computation:
+# seconds at every scale; an experiment figure's aggregates its cells): under a cluster executor (profiles/slurm)
+# they run on the submitting machine, never as cluster jobs; allocate and the cells are the scheduler's.
+localrules: report, figure_table_none, figure_table_authors_code, figure_plot_none, figure_plot_authors_code,
+    figure_claims_none, figure_claims_authors_code
+
+
+def _local_cores():
+    """The cores of a local run (None under a cluster executor, or when no core count is set)."""
+    if not workflow.local_exec:
+        return None
+    try:
+        return workflow.cores
+    except Exception:  # WorkflowError: no --cores given (e.g. a dry run)
+        return None
 
 
 def _table_job(mode):
@@ -139,7 +152,8 @@ for _mode, _sub in MODE_SUBDIR.items():
             _logs + "cells/{cell}.log",
         benchmark:
             _logs + "cells/{cell}.benchmark.tsv"
-        threads: lambda wildcards: CFG.globals["threads"]
+        # all local cores for cells that time themselves (jobs.cell_threads), so that nothing runs beside them
+        threads: lambda w, _mode=_mode: jobs.cell_threads(CFG, w.paper, w.figure, w.cell, _mode, _local_cores())
         resources:
             mem_mb=4000,
             runtime=120,
