@@ -81,6 +81,42 @@ def test_masks_cancel_and_the_server_sees_only_blinded_values():
         assert all(1 < c < server.public.nsquare for c in m)
 
 
+def test_reference_weighting_does_the_published_codes_exponentiations(monkeypatch):
+    """The reference is timed as the cost the paper measured, so it must do the published code's work: phe on a key
+    with max_int = n − 1, c_u as three scalar products per parameter tensor (each a full-size exponentiation through
+    phe's inverse trick), then one product per coordinate (full-size for a positive coordinate, small for a negative
+    one, none for zero). Counted: phe's powmod calls with an exponent longer than half of n."""
+    import phe.paillier
+
+    counts, clipped, noise = federation(S=2, U=4, D=5, seed=3)
+    clipped[:, :, 2] = 0.0  # a zero coordinate: powmod(c, 0)
+    server, silos, _ = setup(counts, bits=1024, bound=30)
+    hist = {s.index: s.blinded_histogram(counts[s.index], 0) for s in silos}
+    enc_inv = server.inverse_weights(hist)
+    half = server.public.n.bit_length() // 2
+    calls = []
+    real = phe.paillier.powmod
+    monkeypatch.setattr(phe.paillier, "powmod", lambda b, e, m: calls.append(int(e).bit_length() > half) or real(b, e, m))
+    sizes = [3, 2]  # two parameter tensors
+    for s in silos:
+        calls.clear()
+        s.weighted_message(counts[s.index], clipped[s.index], noise[s.index], enc_inv, 0, reference=True,
+                           tensor_sizes=sizes)
+        users = np.flatnonzero(counts[s.index])
+        coords = np.rint(clipped[s.index][users] / 1e-10)
+        assert sum(calls) == len(users) * 3 * len(sizes) + int((coords > 0).sum())
+        assert len(calls) - sum(calls) == int((coords < 0).sum()) + int((coords == 0).sum())
+    # the fast path on the same inputs: one full-size exponentiation per user (c_u), none through phe
+    calls.clear()
+    msgs = {s.index: s.weighted_message(counts[s.index], clipped[s.index], noise[s.index], enc_inv, 0) for s in silos}
+    assert calls == []
+    ref = {s.index: s.weighted_message(counts[s.index], clipped[s.index], noise[s.index], enc_inv, 0, reference=True,
+                                       tensor_sizes=sizes) for s in silos}
+    assert np.array_equal(server.aggregate(msgs), server.aggregate(ref))
+    with pytest.raises(ValueError, match="do not add up"):
+        silos[0].weighted_message(counts[0], clipped[0], noise[0], enc_inv, 0, reference=True, tensor_sizes=[2, 2])
+
+
 def test_a_silo_that_drops_out_stops_the_round():
     counts, clipped, noise = federation()
     server, silos, _ = setup(counts, bits=1024, bound=30)
