@@ -101,6 +101,10 @@ def test_fig12_cell_times_every_phase_and_checks_the_decryption(optimizer):
     assert sorted(lt.groupby(["seed", "round"])["silo"].apply(list).iloc[0]) == [0, 1]
     assert (df["decrypted_rel_err"] < 1e-8).all() and (df["params"] == 16).all()  # Linear(4,2)-ReLU-Linear(2,2)
     assert (df["records_dropped"] == 0).all() and df["optimizer"].iloc[0] == optimizer and df["threads"].iloc[0] == 1
+    # the fast weighting's full-size exponentiations: c_u of every (silo, user) pair in round 1, none in round 2
+    work = lt.pivot_table(index=["seed", "silo"], columns="round", values="full_exponentiations")
+    assert (work[1] >= 1).all() and (work[1] <= 3).all() and (work[2] == 0).all()
+    assert (df.loc[df["phase"] != "local training", "full_exponentiations"] == 0).all()
     nominal, certified = epsilon_curves(BY_ID["uldp_avg_w"], 2, 5.0, 1e-5)
     assert df["eps"].iloc[0] == pytest.approx(nominal[-1]) and df["eps_certified"].iloc[0] == pytest.approx(certified[-1])
 

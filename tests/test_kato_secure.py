@@ -106,10 +106,15 @@ def test_reference_weighting_does_the_published_codes_exponentiations(monkeypatc
         coords = np.rint(clipped[s.index][users] / 1e-10)
         assert sum(calls) == len(users) * 3 * len(sizes) + int((coords > 0).sum())
         assert len(calls) - sum(calls) == int((coords < 0).sum()) + int((coords == 0).sum())
+        assert s.full_exponentiations == sum(calls)  # what the cell tables record
     # the fast path on the same inputs: one full-size exponentiation per user (c_u), none through phe
     calls.clear()
     msgs = {s.index: s.weighted_message(counts[s.index], clipped[s.index], noise[s.index], enc_inv, 0) for s in silos}
     assert calls == []
+    assert [s.full_exponentiations for s in silos] == [int((counts[s.index] > 0).sum()) for s in silos]
+    for s in silos:  # the next round of -w (same Enc(B_u⁻¹) and counts): c_u from the cache, no full-size ones
+        s.weighted_message(counts[s.index], clipped[s.index], noise[s.index], enc_inv, 1)
+        assert s.full_exponentiations == 0
     ref = {s.index: s.weighted_message(counts[s.index], clipped[s.index], noise[s.index], enc_inv, 0, reference=True,
                                        tensor_sizes=sizes) for s in silos}
     assert np.array_equal(server.aggregate(msgs), server.aggregate(ref))
@@ -205,7 +210,8 @@ def test_a_private_round_of_uldp_avg_w_equals_its_plaintext_update_and_times_eve
                               server=server, silos=silos, round_=0, q=0.5, sampled=sampled, times=times)
     want = theta + 10.0 / (6 * 2 * 0.5) * torch.as_tensor(plain)
     assert torch.allclose(new, want, rtol=1e-8, atol=1e-9) and not torch.allclose(new, theta)
-    assert set(times) == {"blinded histogram", "local training", "aggregation"} and len(times["local training"]) == 2
+    assert set(times) == {"blinded histogram", "local training", "aggregation", "full exponentiations"}
+    assert len(times["local training"]) == len(times["full exponentiations"]) == 2
 
 
 def test_the_weights_are_kept_across_rounds_only_while_the_histograms_are_unchanged(monkeypatch):

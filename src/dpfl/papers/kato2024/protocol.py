@@ -23,7 +23,9 @@ time" per phase without saying per round), `per_round` the mean of one round whe
   silo_seconds    Fig 11, per (panel, implementation, silo): that silo's local training in a run, mean over runs (y),
                   std (y_std), x = the silo index
   phase_seconds   per (setting, implementation, phase): seconds in a run, mean (y) and std over runs (local training:
-                  over runs and silos), x = #users (Fig 11) or the swept value (Fig 12: #params or #users; `sweep`)
+                  over runs and silos), x = #users (Fig 11) or the swept value (Fig 12: #params or #users; `sweep`);
+                  local training also has `full_exponentiations`, the full-size modular exponentiations of a silo's
+                  encrypted weighting in a run (mean over runs and silos): the cost without the hardware's noise
   last_over_first Fig 12, per (sweep, implementation, phase): phase_seconds at the sweep's last point / at its first
   speedup         per (setting, phase): reference / fast mean seconds, where both implementations ran
 Every row carries the max relative difference between the decrypted and the plaintext aggregate over its cells
@@ -246,7 +248,7 @@ def run_cell(job, inputs: dict, log):
         silos = [Silo(s, server.public, keys[s], user_masks(shared[s], U, server.public.n),
                       record_bound=int(p["record_bound"])) for s in range(S)]
         rows.append({"seed": seed, "round": 0, "phase": "key exchange", "silo": -1,
-                     "seconds": times.pop("key exchange")[0]})
+                     "seconds": times.pop("key exchange")[0], "full_exponentiations": 0})
         state: dict = {}
         for t in range(1, T + 1):
             start = time.perf_counter()
@@ -258,9 +260,11 @@ def run_cell(job, inputs: dict, log):
             err = float(np.max(np.abs(got - plain)) / max(np.max(np.abs(plain)), 1e-300))
             checks.append(err)
             theta = new
+            work = times.pop("full exponentiations")
             for phase, values in times.items():
                 rows += [{"seed": seed, "round": t, "phase": phase, "silo": i if phase == "local training" else -1,
-                          "seconds": v} for i, v in enumerate(values)]
+                          "seconds": v, "full_exponentiations": work[i] if phase == "local training" else 0}
+                         for i, v in enumerate(values)]
             log(f"run {seed} round {t}/{T}: {time.perf_counter() - start:.2f} s, decrypted vs plaintext relative "
                 f"error {err:.1e}")
     df = pd.DataFrame(rows)
@@ -304,10 +308,13 @@ def table(params: dict, tables: list, log):
             ph = g[g["phase"] == phase]
             if ph.empty:
                 continue
-            v = ph.groupby(["seed", "silo"])["seconds"].sum().to_numpy(float)
+            per_run = ph.groupby(["seed", "silo"])
+            v = per_run["seconds"].sum().to_numpy(float)
             x = {"users": int(first["users"])} if fig11 else {}
             out.append({**meta, "quantity": "phase_seconds", "phase": phase, "curve": f"{phase} ({key[1]})",
                         "y": float(v.mean()), "y_std": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
+                        "full_exponentiations": (float(per_run["full_exponentiations"].sum().mean())
+                                                 if "full_exponentiations" in ph else np.nan),
                         "per_round": float(ph["seconds"].mean()) if phase in PER_ROUND else np.nan,
                         "measurements": len(v), "rounds": rounds, "decrypted_rel_err": err, **x})
         if fig11:

@@ -271,7 +271,9 @@ class Server:
 
 class Silo:
     """One silo: its users' record counts and clipped updates stay here; it sends a blinded histogram and an
-    encrypted, masked message. `pair_keys`: a key shared with every other silo; `masks`: the per-user r_u."""
+    encrypted, masked message. `pair_keys`: a key shared with every other silo; `masks`: the per-user r_u.
+    `full_exponentiations`: how many full-size (≈ log2 n-bit exponent) modular exponentiations mod n² its last
+    weighted message took, the hardware-independent cost of the weighting (small-exponent products not counted)."""
 
     def __init__(self, index: int, public, pair_keys: dict[int, bytes], masks: Sequence[int],
                  record_bound: int = RECORD_BOUND):
@@ -304,9 +306,11 @@ class Silo:
                                            tensor_sizes or [dim])
         cache = getattr(self, "_weights", {})
         fresh, bases, rows = {}, [], []
+        self.full_exponentiations = 0
         for u, c in enumerate(counts):
             if not c:
                 continue
+            self.full_exponentiations += (u, int(c), enc_inverse[u]) not in cache
             cu = self._weight(u, int(c), enc_inverse[u], cache)
             fresh[(u, int(c), enc_inverse[u])] = cu
             bases.append(cu)
@@ -338,6 +342,7 @@ class Silo:
         public.max_int = n - 1  # the published code's setting: phe's inverse trick for every scalar ≥ 1
         bounds = np.cumsum([0, *tensor_sizes])
         acc = None
+        self.full_exponentiations = 0
         for u, c in enumerate(counts):
             if not c:
                 continue
@@ -349,7 +354,10 @@ class Silo:
                 cu = enc * int(c)
                 cu = cu * self.masks[u]
                 cu = cu * self.L
-                terms += [x % n * cu for x in encode(clipped[u, a:b], precision)]
+                coords = encode(clipped[u, a:b], precision)
+                terms += [x % n * cu for x in coords]
+                # the three products of c_u, and every positive coordinate (phe's inverse trick: exponent n − x)
+                self.full_exponentiations += 3 + sum(x > 0 for x in coords)
             acc = terms if acc is None else [x + y for x, y in zip(acc, terms)]
         if acc is None:
             acc = [public.encrypt(0, r_value=1) for _ in range(dim)]
@@ -378,7 +386,8 @@ def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, 
     `state`: a dict the caller keeps across the rounds of a run; the blinded histogram (spec §6 setup steps 4–6)
     runs only when the round's counts differ from the last (every round for -ws, once for -w).
     Appends wall-clock seconds to `times` (perf_counter): "blinded histogram", "local training" (one entry per silo:
-    its users' local SGD, clipping, encoding and encrypted weighting) and "aggregation". Returns (θ', the plaintext
+    its users' local SGD, clipping, encoding and encrypted weighting) and "aggregation"; and, per silo beside its local
+    training, the count "full exponentiations" of its weighting (`Silo.full_exponentiations`). Returns (θ', the plaintext
     Σ_s message_s from the same updates and noise, for checking)."""
     import time
 
@@ -426,6 +435,7 @@ def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, 
         messages[silo.index] = silo.weighted_message(counts[silo.index], clipped, noise, enc_inv, round_,
                                                      reference=reference, tensor_sizes=fm.sizes)
         times.setdefault("local training", []).append(time.perf_counter() - tick)
+        times.setdefault("full exponentiations", []).append(silo.full_exponentiations)
         n_u = np.maximum(counts.sum(0), 1)
         plain += (counts[silo.index] / n_u) @ clipped + noise
 
