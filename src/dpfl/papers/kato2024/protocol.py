@@ -260,7 +260,7 @@ def run_cell(job, inputs: dict, log):
             err = float(np.max(np.abs(got - plain)) / max(np.max(np.abs(plain)), 1e-300))
             checks.append(err)
             theta = new
-            work = times.pop("full exponentiations")
+            work = [silo.full_exponentiations for silo in silos]  # of this round's weighting, silo by silo
             for phase, values in times.items():
                 rows += [{"seed": seed, "round": t, "phase": phase, "silo": i if phase == "local training" else -1,
                           "seconds": v, "full_exponentiations": work[i] if phase == "local training" else 0}

@@ -310,23 +310,28 @@ class Silo:
         for u, c in enumerate(counts):
             if not c:
                 continue
-            self.full_exponentiations += (u, int(c), enc_inverse[u]) not in cache
-            cu = self._weight(u, int(c), enc_inverse[u], cache)
-            fresh[(u, int(c), enc_inverse[u])] = cu
+            key = (u, int(c), enc_inverse[u])
+            cu = cache.get(key)
+            if cu is None:
+                cu = self._weight(u, int(c), enc_inverse[u])
+                self.full_exponentiations += 1
+            fresh[key] = cu
             bases.append(cu)
             rows.append(u)
         self._weights = fresh
         exps = np.rint(np.asarray(clipped, dtype=np.float64)[rows] / precision) if rows else np.zeros((0, dim))
         return self._finish(multi_exp(bases, exps, n2), noise, round_, precision)
 
-    def _weight(self, u: int, count: int, enc_inv: int | None, cache: dict | None = None):
-        """c_u = Enc(B_u⁻¹)^{n_{s,u}·r_u·L} = Enc(L·n_{s,u}/n_u), from the cache when the same."""
+    def _weight(self, u: int, count: int, enc_inv: int | None):
+        """c_u = Enc(B_u⁻¹)^{n_{s,u}·r_u·L} = Enc(L·n_{s,u}/n_u), one full-size exponentiation."""
+        return gmpy2.powmod(gmpy2.mpz(self._enc_inverse(u, enc_inv)), count * self.masks[u] * self.L % self.public.n,
+                            self.public.nsquare)
+
+    def _enc_inverse(self, u: int, enc_inv: int | None) -> int:
+        """Enc(B_u⁻¹) of a user with records here; None means the histograms disagree, so the round stops."""
         if enc_inv is None:
             raise ProtocolError(f"silo {self.index}: user {u} has records but no Enc(B_u⁻¹) (histograms disagree)")
-        if cache and (u, count, enc_inv) in cache:
-            return cache[(u, count, enc_inv)]
-        n = self.public.n
-        return gmpy2.powmod(gmpy2.mpz(enc_inv), count * self.masks[u] * self.L % n, self.public.nsquare)
+        return enc_inv
 
     def _reference_message(self, counts, clipped, noise, enc_inverse, round_, precision, tensor_sizes) -> list[int]:
         """The published code's weighting (its SecureLocalTrainer.secure_weighting and _sum_params): per user and
@@ -346,9 +351,7 @@ class Silo:
         for u, c in enumerate(counts):
             if not c:
                 continue
-            if enc_inverse[u] is None:
-                raise ProtocolError(f"silo {self.index}: user {u} has records but no Enc(B_u⁻¹) (histograms disagree)")
-            enc = phe.EncryptedNumber(public, int(enc_inverse[u]))
+            enc = phe.EncryptedNumber(public, int(self._enc_inverse(u, enc_inverse[u])))
             terms = []
             for a, b in zip(bounds[:-1], bounds[1:]):
                 cu = enc * int(c)
@@ -386,8 +389,8 @@ def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, 
     `state`: a dict the caller keeps across the rounds of a run; the blinded histogram (spec §6 setup steps 4–6)
     runs only when the round's counts differ from the last (every round for -ws, once for -w).
     Appends wall-clock seconds to `times` (perf_counter): "blinded histogram", "local training" (one entry per silo:
-    its users' local SGD, clipping, encoding and encrypted weighting) and "aggregation"; and, per silo beside its local
-    training, the count "full exponentiations" of its weighting (`Silo.full_exponentiations`). Returns (θ', the plaintext
+    its users' local SGD, clipping, encoding and encrypted weighting) and "aggregation"; each silo's weighting leaves
+    its count in `Silo.full_exponentiations`. Returns (θ', the plaintext
     Σ_s message_s from the same updates and noise, for checking)."""
     import time
 
@@ -435,7 +438,6 @@ def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, 
         messages[silo.index] = silo.weighted_message(counts[silo.index], clipped, noise, enc_inv, round_,
                                                      reference=reference, tensor_sizes=fm.sizes)
         times.setdefault("local training", []).append(time.perf_counter() - tick)
-        times.setdefault("full exponentiations", []).append(silo.full_exponentiations)
         n_u = np.maximum(counts.sum(0), 1)
         plain += (counts[silo.index] / n_u) @ clipped + noise
 
