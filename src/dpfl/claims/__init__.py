@@ -1,0 +1,96 @@
+"""Machine checks of the papers' claims on a figure's tidy table (spec D7).
+
+A claim (config/papers/<id>.yaml, `claims:`) is a list of checks; each check is one comparison of
+rows of the table, chosen by column values ("selectors"). Verdicts:
+  pass          every compared point satisfies the claim;
+  fail          some point violates it by more than the tolerance;
+  inconclusive  no violation beyond the tolerance, but some point is within it (or nothing to compare); with
+                `tol_counts: for` (the spec's "≤ X + tol") a point within the tolerance satisfies the claim instead;
+  stand-in      the table was computed on synthetic stand-in data: not evidence (the underlying verdict
+                is kept in `verdict_on_data`).
+A claim's verdict is the worst of its checks (fail > inconclusive > pass). Each check returns the
+numbers behind its verdict so that a reader can judge the margin, and a `reason`: one sentence built from those
+numbers (REASONS: one builder per kind; `claim_reason` joins the checks that decided the verdict). `cause_of`
+names why a verdict is not a pass, where known: stand-in, documented-difference, reduced-scale, not-reproduced.
+
+Check kinds (keys in brackets are optional; `CHECK_KEYS` (schema.py) is the exact list of each kind's keys,
+and the configuration schema of a check is generated from it by `check_schema()`):
+  compare           left OP factor·right + offset, pointwise on x [match_on: other columns that pair rows;
+                    op "abs<=" with max_diff: |left − right| ≤ max_diff; at: first|last (only the
+                    smallest/largest x); min_points: how many points must satisfy it (default all);
+                    group_by + min_group_share | min_groups: how many groups must pass; tol_se: the
+                    tolerance is at least the standard error of the difference (column se)]
+  eventually        some grid x0 exists with the comparison holding at every x ≥ x0 (reports x0)
+                    [match_on, at, factor, op "abs<=" with max_diff, tol_se, group_by: as compare]
+  mean_relative_gap mean of (right − left)/right ≥ min [match_on, at]
+  slope             min ≤ least-squares slope of log y against log x ≤ max (growth like x^slope), at least one
+                    of min, max [group_by: each group separately]
+  order             for `by` = values[0], values[1], …: y[v0] OP y[v1] OP …, pointwise [group_by]
+  monotone          y strictly/weakly increasing or decreasing in x within each group [strict, group_by]
+  bounds            lower ≤ value ≤ upper; lower/upper are numbers or column names, at least one of them
+                    [lower_strict, upper_strict, min_points, group_by + min_group_share | min_groups]
+  near              |y(x) − target| ≤ rel_tol·|target|
+  ratio             min ≤ numerator/denominator ≤ max, pointwise; at least one of min, max
+                    [interpolate: none|linear|loglog]
+  successive_ratio  y[i+1]/y[i] ≥ min along x
+  crossing          x where each curve first reaches the line (identity: y = x); first's crossing must
+                    lie at a larger x than second's, when both exist [match_on]
+All kinds accept `select` (rows to use) and `column` (default y), all but near (which takes one x) accept
+`where_x` (gt/ge/lt/le); compare, eventually, order, monotone and bounds also accept `tol` (an absolute
+tolerance: a point within it makes the check inconclusive instead of failed or passed) and `tol_counts`
+(`inconclusive`, the default, for comparisons written without "+ tol"; `for`: a point within the tolerance
+satisfies the claim, for the spec's "≤ X + tol"). Any check may carry
+`inferred` (why a threshold the paper does not give was chosen); it does not change the check.
+
+The package, one concern a module (each imports only the ones listed before it, by absolute imports:
+dpfl.codedeps and tests/test_architecture.py read those):
+  selection  choosing, labelling and pairing rows of the table; the pointwise and per-group tallies the kinds share
+  checks     the check kinds, one function each (CHECKS)
+  schema     the keys of each kind (CHECK_KEYS) and the configuration schema generated from them (check_schema)
+  reasons    the sentence of a check (REASONS, check_reason) and of a claim (claim_reason), and number formats
+  verdicts   a claim's verdict (evaluate_claim, evaluate), why a verdict is not a pass (cause_of,
+             scale_reductions), and helpers for the report (summarize_check, rounded)
+This module re-exports their public names (and `_crossing`, which the tests use), so that
+`from dpfl.claims import ...` and `dpfl.claims.<name>` keep working.
+"""
+
+from __future__ import annotations
+
+from dpfl.claims.checks import CHECKS, _crossing
+from dpfl.claims.reasons import NOT_OP, OP_TEXT, REASONS, VERB, check_reason, claim_reason, fmt, fmt_cfg, fmt_x
+from dpfl.claims.schema import (
+    CHECK_KEYS,
+    CHECK_META_KEYS,
+    CHECK_SCHEMA_ID,
+    KEY_SCHEMAS,
+    SELECTOR_SCHEMA,
+    WHERE_X_SCHEMA,
+    CheckKeys,
+    check_keys,
+    check_schema,
+)
+from dpfl.claims.selection import OPS, SEVERITY, ClaimSpecError, select
+from dpfl.claims.verdicts import (
+    CAUSES,
+    cause_of,
+    evaluate,
+    evaluate_claim,
+    rounded,
+    scale_reductions,
+    summarize_check,
+    x_name_of,
+)
+
+__all__ = [
+    # selection
+    "OPS", "SEVERITY", "ClaimSpecError", "select",
+    # checks
+    "CHECKS",
+    # schema
+    "CHECK_KEYS", "CHECK_META_KEYS", "CHECK_SCHEMA_ID", "KEY_SCHEMAS", "SELECTOR_SCHEMA", "WHERE_X_SCHEMA", "CheckKeys",
+    "check_keys", "check_schema",
+    # reasons
+    "NOT_OP", "OP_TEXT", "REASONS", "VERB", "check_reason", "claim_reason", "fmt", "fmt_cfg", "fmt_x",
+    # verdicts
+    "CAUSES", "cause_of", "evaluate", "evaluate_claim", "rounded", "scale_reductions", "summarize_check", "x_name_of",
+]

@@ -1,0 +1,201 @@
+"""Rows of a figure's tidy table for the checks (dpfl.claims): choosing them by column values (`select`),
+naming them for the reasons, pairing the left and right selections of a comparison, and the pointwise and
+per-group tallies (tolerance, verdict) the check kinds share."""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+import pandas as pd
+
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}  # and "abs<=" (compare)
+SEVERITY = {"pass": 0, "inconclusive": 1, "fail": 2}
+
+
+class ClaimSpecError(ValueError):
+    """A claim's check refers to rows or columns the table does not have."""
+
+
+# --------------------------------------------------------------------------------------------------
+# selection helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _matches(series: pd.Series, value) -> pd.Series:
+    values = value if isinstance(value, list) else [value]
+    mask = pd.Series(False, index=series.index)
+    for v in values:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and pd.api.types.is_numeric_dtype(series):
+            mask |= np.isclose(series.astype(float), float(v), rtol=1e-12, atol=0)
+        else:
+            mask |= series.astype(str) == str(v)
+    return mask
+
+
+def select(df: pd.DataFrame, selector: dict | None, where_x: dict | None = None) -> pd.DataFrame:
+    out = df
+    for col, value in (selector or {}).items():
+        if col not in out:
+            raise ClaimSpecError(f"selector column {col!r} is not in the table (columns: {', '.join(df.columns)})")
+        out = out[_matches(out[col], value)]
+    for key, bound in (where_x or {}).items():
+        out = out[OPS[{"gt": ">", "ge": ">=", "lt": "<", "le": "<="}[key]](out["x"], bound)]
+    return out
+
+
+def _need_rows(d: pd.DataFrame, what: str, check: dict) -> None:
+    if d.empty:
+        raise ClaimSpecError(f"{what} selects no rows (check {check})")
+
+
+def _verdict(violations: int, within_tol: int) -> str:
+    if violations:
+        return "fail"
+    return "inconclusive" if within_tol else "pass"
+
+
+def _tol_for(c) -> bool:
+    """`tol_counts: for`: a point within the tolerance satisfies the claim (the spec's "≤ X + tol"); the default
+    `inconclusive` makes such a point inconclusive (comparisons written without "+ tol")."""
+    return c.get("tol_counts", "inconclusive") == "for"
+
+
+def _settle(ok, near, c):
+    """(ok, near) after `tol_counts`: with `for`, points within the tolerance count as satisfied."""
+    ok, near = np.asarray(ok, bool), np.asarray(near, bool)
+    if _tol_for(c):
+        return ok | near, np.zeros_like(near)
+    return ok, near
+
+
+def _label(d: pd.DataFrame, selector: dict | None = None) -> str:
+    """A reader's name of some rows (for the reasons): their curve label ("ISRL-DP MB-SGD"), two or three labels
+    ("A and B"), or for more the selector that chose them ("conversion = rdp")."""
+    if "curve" not in d or d.empty:
+        return _selector_text(selector) or "the selection"
+    names = list(dict.fromkeys(d["curve"].astype(str)))
+    if len(names) == 1:
+        return names[0]
+    if len(names) == 2:
+        return " and ".join(names)
+    return _selector_text(selector) or f"{len(names)} curves"
+
+
+def _selector_text(selector: dict | None) -> str:
+    return ", ".join(f"{k} = {'/'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in (selector or {}).items())
+
+
+def _group_key(name) -> str:
+    return "/".join(map(str, name)) if isinstance(name, tuple) else str(name)
+
+
+def _group_label(g: pd.DataFrame, group_by: list[str], whole: pd.DataFrame) -> str:
+    """A reader's name of a group: its curve label (where the selection has several) and its panel (where the
+    table has several)."""
+    parts = []
+    if "curve" in g and g["curve"].nunique() == 1 and whole["curve"].nunique() > 1:
+        parts.append(str(g["curve"].iloc[0]))
+    if "panel" in g and "panel" in whole and whole["panel"].nunique() > 1 and g["panel"].nunique() == 1:
+        parts.append(f"panel {g['panel'].iloc[0]}")
+    if not parts:
+        parts = [f"{k} {g[k].iloc[0]}" for k in group_by if k in g] or ["all"]
+    return ", ".join(parts)
+
+
+def _pointwise(lhs: np.ndarray, rhs: np.ndarray, op: str, tol: float) -> dict:
+    """Evaluate lhs OP rhs pointwise; margin > 0 means satisfied (in the units of the values)."""
+    lhs, rhs = np.asarray(lhs, float), np.asarray(rhs, float)
+    margin = (rhs - lhs) if op in ("<", "<=") else (lhs - rhs)
+    ok = OPS[op](lhs, rhs)
+    near = np.abs(margin) <= tol if tol > 0 else np.zeros(len(lhs), bool)
+    return {"ok": ok, "margin": margin, "near": near}
+
+
+# --------------------------------------------------------------------------------------------------
+# pairing and tallies shared by the check kinds
+# --------------------------------------------------------------------------------------------------
+
+
+def _pairs(df, c, keys, se: bool = False):
+    """Rows of the left and right selections paired on x and `match_on` (columns *_left, *_right; with
+    `se`, also se_left and se_right), and the curve labels of the two selections."""
+    col = c.get("column", "y")
+    cols = keys + [col] + (["se"] if se else [])
+    left = select(df, {**c.get("select", {}), **c["left"]}, c.get("where_x"))
+    right = select(df, {**c.get("select", {}), **c["right"]}, c.get("where_x"))
+    _need_rows(left, "left", c)
+    _need_rows(right, "right", c)
+    pair = left[cols].merge(right[cols], on=keys, suffixes=("_left", "_right"))
+    if pair.empty:
+        raise ClaimSpecError(f"left and right share no {keys} values (check {c})")
+    if c.get("at") in ("first", "last"):  # only the smallest / largest x (per matched group)
+        pick = (pair.groupby(keys[1:])["x"] if len(keys) > 1 else pair["x"])
+        edge = pick.transform("min" if c["at"] == "first" else "max") if len(keys) > 1 else (
+            pair["x"].min() if c["at"] == "first" else pair["x"].max())
+        pair = pair[np.isclose(pair["x"], edge)]
+    return pair.reset_index(drop=True), (_label(left, c["left"]), _label(right, c["right"]))
+
+
+def _tolerance(pair, c) -> np.ndarray:
+    """Per-point tolerance: `tol`, or with tol_se the larger of tol and the standard error of the
+    difference sqrt(se_left² + se_right²) (spec D7)."""
+    tol = np.full(len(pair), float(c.get("tol", 0.0)))
+    if c.get("tol_se"):
+        tol = np.maximum(tol, np.sqrt(pair["se_left"] ** 2 + pair["se_right"] ** 2).to_numpy(float))
+    return tol
+
+
+def _status(lhs, rhs, op: str, tol: np.ndarray, max_diff: float | None = None):
+    """Per point: margin (> 0 satisfied), ok, near (|margin| within tol). op "abs<=": |l − r| ≤ max_diff."""
+    lhs, rhs = np.asarray(lhs, float), np.asarray(rhs, float)
+    if op == "abs<=":
+        margin = max_diff - np.abs(lhs - rhs)
+        ok = margin >= 0
+    else:
+        margin = (rhs - lhs) if op in ("<", "<=") else (lhs - rhs)
+        ok = OPS[op](lhs, rhs)
+    near = (np.abs(margin) <= tol) & (tol > 0)
+    return margin, ok, near
+
+
+def _reduce_groups(pair, groups: list[str], ok, near, c) -> tuple[str, dict]:
+    """Verdict over points, optionally per group: `min_points` = points that must satisfy the claim
+    (default all); with group_by, `min_group_share` / `min_groups` = groups that must pass."""
+    per_group = {}
+    frame = pair.assign(_ok=ok, _near=near)
+    for name, g in (frame.groupby(groups, sort=True) if groups else [("all", frame)]):
+        n = len(g)
+        need = c.get("min_points", n)
+        clear = int((g["_ok"] & ~g["_near"]).sum())  # satisfied by more than the tolerance
+        close = int(g["_near"].sum())  # within the tolerance, either way
+        v = "pass" if clear >= need else ("inconclusive" if clear + close >= need else "fail")
+        per_group[_group_key(name)] = {"verdict": v, "satisfied": clear, "within_tol": close, "points": n,
+                                       "needed": need}
+    verdicts = [g["verdict"] for g in per_group.values()]
+    if groups and ("min_group_share" in c or "min_groups" in c):
+        need = c.get("min_groups", 0) or math.ceil(c.get("min_group_share", 1.0) * len(verdicts) - 1e-9)
+        n_pass = verdicts.count("pass")
+        n_maybe = verdicts.count("inconclusive")
+        verdict = "pass" if n_pass >= need else ("inconclusive" if n_pass + n_maybe >= need else "fail")
+        return verdict, {"groups": per_group, "groups_needed": need, "groups_passing": n_pass}
+    return max(verdicts, key=SEVERITY.get), {"groups": per_group}
+
+
+def _point(pair, i: int, keys: list[str], lhs, rhs, margin, tol) -> dict:
+    """One compared point: where (x and the pairing columns that vary), both sides, margin and tolerance."""
+    return {"at": {k: _py(pair[k].iloc[i]) for k in keys if k == "x" or pair[k].nunique() > 1},
+            "left": float(lhs[i]), "right": float(rhs[i]), "margin": float(margin[i]), "tolerance": float(tol[i])}
+
+
+def _groups(d: pd.DataFrame, group_by: list[str]):
+    if not group_by:
+        yield "all", d
+        return
+    for key, g in d.groupby(group_by, sort=True):
+        yield "/".join(map(str, key if isinstance(key, tuple) else (key,))), g
+
+
+def _py(v):
+    return v.item() if hasattr(v, "item") else v

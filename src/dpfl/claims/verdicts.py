@@ -1,0 +1,131 @@
+"""Verdicts (dpfl.claims): a claim's verdict is the worst of its checks' (evaluate_claim, evaluate); `cause_of`
+names why a verdict is not a pass, where known (a reduced-scale run: scale_reductions); and helpers that show
+checks and numbers in the report (summarize_check, rounded)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dpfl.claims.checks import CHECKS
+from dpfl.claims.reasons import check_reason, claim_reason, fmt_cfg
+from dpfl.claims.selection import SEVERITY
+
+# --------------------------------------------------------------------------------------------------
+# verdicts
+# --------------------------------------------------------------------------------------------------
+
+
+def evaluate_claim(df: pd.DataFrame, claim: dict, data_source: str, x_name: str = "x") -> dict:
+    results = []
+    for check in claim["checks"]:
+        verdict, numbers = CHECKS[check["kind"]](df, check)
+        results.append({"check": check, "verdict": verdict, "reason": check_reason(check, verdict, numbers, x_name),
+                        "numbers": numbers})
+    verdict = max((r["verdict"] for r in results), key=SEVERITY.get)
+    return {
+        "id": claim["id"],
+        "claim": claim["claim"],
+        "note": claim.get("note", ""),
+        "verdict": "stand-in" if data_source == "standin" else verdict,
+        "verdict_on_data": verdict,
+        "reason": claim_reason(results, verdict, data_source),
+        "checks": results,
+    }
+
+
+def evaluate(df: pd.DataFrame, claims: list[dict], data_source: str, x_name: str = "x") -> list[dict]:
+    """Evaluate every claim of a figure; a check that cannot be evaluated raises ClaimSpecError. `x_name` names
+    x in the reasons (e.g. "ε")."""
+    return [evaluate_claim(df, claim, data_source, x_name) for claim in claims]
+
+
+def x_name_of(df: pd.DataFrame, default: str = "x") -> str:
+    """How the reasons name x: a parameter column equal to x on every row (e.g. kato2024's k), else `default`."""
+    for col in df.columns:
+        if col in ("x", "y", "paper", "figure", "panel", "curve") or not pd.api.types.is_numeric_dtype(df[col]):
+            continue
+        if np.allclose(df[col].to_numpy(float), df["x"].to_numpy(float), rtol=1e-12, atol=0, equal_nan=False):
+            return col
+    return default
+
+
+# --------------------------------------------------------------------------------------------------
+# causes: why a verdict is not a pass, where known
+# --------------------------------------------------------------------------------------------------
+
+CAUSES = {
+    "stand-in": "synthetic stand-in data: not evidence either way",
+    "documented-difference": "a documented difference between the paper and the authors' code",
+    "reduced-scale": "a reduced-scale run: not the paper-scale result",
+    "not-reproduced": "not reproduced: a finding at paper scale on real data",
+}
+
+
+def scale_reductions(paper_params: dict, params: dict, prefix: str = "") -> dict:
+    """Settings whose value in this run differs from the paper's: {"trials": [paper, used], "step_grids.local.num":
+    [...]} (only keys the paper file sets)."""
+    out = {}
+    for key, value in (paper_params or {}).items():
+        used = params.get(key) if isinstance(params, dict) else None
+        if isinstance(value, dict) and isinstance(used, dict):
+            out.update(scale_reductions(value, used, f"{prefix}{key}."))
+        elif used is not None and used != value:
+            out[f"{prefix}{key}"] = [value, used]
+    return out
+
+
+def _reductions_text(scale: str, reductions: dict) -> str:
+    shown = ", ".join(f"{k} {_short(v[1])} (paper {_short(v[0])})" for k, v in list(reductions.items())[:4])
+    more = f" and {len(reductions) - 4} more" if len(reductions) > 4 else ""
+    return f"scale '{scale}': {shown}{more}"
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return fmt_cfg(v)
+    text = str(v)
+    return text if len(text) <= 24 else text[:21] + "…"
+
+
+def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mode: str = "none",
+             other_verdict: str | None = None, difference: str = "") -> tuple[str | None, str]:
+    """(cause, short text) of a claim's verdict: None for a pass; for the others, in this order: `stand-in`
+    (synthetic data), `documented-difference` (in the default mode the authors-code variant of the same figure
+    passes the claim: `other_verdict`; `difference` names it, e.g. the claim's note), `reduced-scale` (this run's
+    settings differ from the paper's: `reductions`), else `not-reproduced` (a genuine finding at paper scale on real
+    data)."""
+    verdict = result["verdict"]
+    if verdict == "pass":
+        return None, ""
+    if verdict == "stand-in" or data_source == "standin":
+        return "stand-in", CAUSES["stand-in"]
+    if mode == "none" and other_verdict == "pass":
+        text = "the authors-code variant passes this claim"
+        if difference:
+            text += f": {difference}"
+        if reductions:
+            text += f" ({_reductions_text(scale, reductions)})"
+        return "documented-difference", text
+    if reductions:
+        return "reduced-scale", f"{_reductions_text(scale, reductions)}; a reduced-scale verdict is not the paper-scale result"
+    return "not-reproduced", CAUSES["not-reproduced"] + (f" (scale '{scale}')" if scale else "")
+
+
+def summarize_check(check: dict) -> str:
+    """A one-line human description of a check (for the report)."""
+    c = {k: v for k, v in check.items() if k != "kind"}
+    return f"{check['kind']}(" + ", ".join(f"{k}={v}" for k, v in c.items()) + ")"
+
+
+def rounded(obj, digits: int = 4):
+    """A copy of JSON-like numbers with floats rounded to `digits` significant digits (for display)."""
+    if isinstance(obj, float):
+        return float(f"{obj:.{digits}g}") if math.isfinite(obj) else obj
+    if isinstance(obj, dict):
+        return {k: rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [rounded(v, digits) for v in obj]
+    return obj
