@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from dpfl import paths
+from dpfl.claims import scale_reductions
 from dpfl.stages.claims import run_claims, run_paper_claims
 from dpfl.stages.report import build_report
 
@@ -52,8 +53,10 @@ def write_figure(root: Path, figure: str, mode: str, df: pd.DataFrame, claims: l
     d.mkdir(parents=True, exist_ok=True)
     df.to_csv(d / f"{figure}.csv", index=False)
     params = params or {"trials": 3}
+    reductions = scale_reductions(paper_params or params, params)  # as the workflow decides it for the table stage
     sidecar = {"paper": PAPER, "figure": figure, "mode": mode, "scale": scale, "kind": "experiment",
                "data_source": data_source, "datasets": [{"name": "demo", "source": "mirror"}], "params": params,
+               "reductions": reductions, "reduced_scale": bool(reductions),
                "config_hash": "abc123", "versions": {"python": "3.11"}, "compute_seconds": 1.5,
                "device": {"platform": "test", "cpu_count": 1, "accelerator": "none"},
                "title": f"Demo {figure}", "caption": f"Caption of {figure}.", "inferred": [], "plot": {},
@@ -62,7 +65,7 @@ def write_figure(root: Path, figure: str, mode: str, df: pd.DataFrame, claims: l
     (d / f"{figure}.png").write_bytes(PNG)
     (d / f"{figure}.pdf").write_bytes(PDF)
     (d / f"{figure}.md").write_text(f"**{figure}**\n\n| ε | z |\n|---|---|\n| 1 | 0.5 |\n")
-    context = {"x_name": "ε", "paper_params": {figure: paper_params or params}, "difference": "D1: the authors' code"}
+    context = {"x_name": "ε", "difference": "D1: the authors' code"}
     run_claims(PAPER, figure, claims, str(d / f"{figure}.csv"), str(d / f"{figure}.json"), str(d / "claims.json"),
                None, context, list(other))
     return {"paper": PAPER, "figure": figure, "mode": mode, "dir": paths.figure_dir(PAPER, figure, mode),

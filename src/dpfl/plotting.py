@@ -28,11 +28,11 @@ def setup():
 
 def annotate(fig, meta: dict) -> None:
     """Mode, data source and scale in the bottom-left corner (a run whose settings differ from the paper's says so:
-    `reduced_scale`), in a band kept free
+    `reduced_scale`, decided by the table stage's meta), in a band kept free
     below the axes; a diagonal watermark when any input is a synthetic stand-in."""
     note = f"mode: {meta['mode']}  ·  data: {meta['data_source']}"
     if meta.get("scale"):
-        reduced = meta.get("reduced_scale", meta["scale"] != "paper")  # the settings differ from the paper's
+        reduced = meta["reduced_scale"]  # decided once, by the table stage (its meta)
         note += f"  ·  scale: {meta['scale']}" + (" (reduced: not the paper-scale run)" if reduced else "")
     engine = fig.get_layout_engine()
     if isinstance(engine, ConstrainedLayoutEngine):  # keep the note clear of the axis labels

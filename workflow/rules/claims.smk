@@ -11,13 +11,13 @@ def _figure_mode(paper, figure, mode):
     return mode if FIGURES[(paper, figure)].has_compat else "none"
 
 
-def claims_context(paper, figures, mode):
-    """What the reasons and causes of a claims job need besides the tables: how x is named, the paper file's own
-    params (to tell a reduced-scale run) and the documented difference the authors-code variant implements."""
+def claims_context(paper, figures):
+    """What the reasons and causes of a claims job need besides the tables: how x is named and the documented
+    difference the authors-code variant implements. (Whether a run is reduced is in each figure's sidecar:
+    `reductions`, decided once by figures.smk's _reductions and recorded by the table stage.)"""
     first = CFG.figure(paper, figures[0])
     return {
         "x_name": first.get("claims_x"),
-        "paper_params": {f: CFG.paper_file_params(paper, f, _figure_mode(paper, f, mode)) for f in figures},
         "difference": first.get("authors_code", {}).get("why", ""),
     }
 
@@ -90,7 +90,7 @@ for _mode, _sub in MODE_SUBDIR.items():
             claims=f"results/{{paper}}/{_sub}claims-{{claim}}.json",
         params:
             claim=lambda w: paper_claim(w.paper, w.claim),
-            context=lambda w, _mode=_mode: claims_context(w.paper, paper_claim(w.paper, w.claim)["figures"], _mode),
+            context=lambda w: claims_context(w.paper, paper_claim(w.paper, w.claim)["figures"]),
         wildcard_constraints:
             claim="[A-Za-z0-9_.-]+",
         log:

@@ -28,6 +28,20 @@ def _table_job(mode):
     return params
 
 
+def _reductions(mode):
+    """Is this run reduced (below paper scale)? Decided once, here: the settings whose value in this run differs from
+    the paper file's own (dpfl.claims.scale_reductions, in this mode). The table stage records them in the figure's
+    meta (`reductions`, `reduced_scale`); the plot (the figure's face label) and the claims (cause reduced-scale)
+    read them from there. A rule param beside `job`, so that the meta's config hash does not change."""
+    def reductions(wildcards):
+        figure_def(wildcards)
+        from dpfl.claims import scale_reductions
+
+        return scale_reductions(CFG.paper_file_params(wildcards.paper, wildcards.figure, mode),
+                                CFG.figure_params(wildcards.paper, wildcards.figure, mode))
+    return reductions
+
+
 def _needs(mode):
     def needs(wildcards):
         figure_def(wildcards)
@@ -75,11 +89,6 @@ def _plot_spec(wildcards):
     out = {k: spec[k] for k in ("title", "caption", "params", "plot", "inferred") if k in spec}
     out["function"] = fdef.plot
     out["table_function"] = fdef.markdown
-    # whether this run's settings differ from the paper file's (said on the figure's face)
-    from dpfl.claims import scale_reductions
-
-    own = CFG.paper_file_params(wildcards.paper, wildcards.figure, "none")
-    out["reduced_scale"] = bool(scale_reductions(own, CFG.figure_params(wildcards.paper, wildcards.figure, "none")))
     return out
 
 
@@ -174,6 +183,7 @@ for _mode, _sub in MODE_SUBDIR.items():
             meta=_dir + "{figure}.meta.json",
         params:
             job=_table_job(_mode),
+            reductions=_reductions(_mode),  # is this run reduced? (meta: read by plot and claims)
         log:
             _logs + "table.log",
         benchmark:
@@ -228,7 +238,7 @@ for _mode, _sub in MODE_SUBDIR.items():
             claims=_dir + "claims.json",
         params:
             claims=_claims_spec,
-            context=lambda w, _mode=_mode: claims_context(w.paper, [w.figure], _mode),  # claims.smk
+            context=lambda w: claims_context(w.paper, [w.figure]),  # claims.smk
         log:
             _logs + "claims.log",
         benchmark:

@@ -5,7 +5,8 @@ concatenated, panels renamed "<figure>/<panel>" -> results/<paper>/claims-<id>.j
 Each claim gets its verdict, a one-sentence `reason` built from its numbers, and a `cause` where known
 (dpfl.claims.cause_of): `stand-in`, `documented-difference` (the authors-code variant of the same figure passes
 the claim: its claims file is an input when that variant is built), `reduced-scale` (this run's settings differ
-from the paper's: `reductions`), `not-reproduced`, or None for a pass."""
+from the paper's: the `reductions` the table stage recorded in each figure's meta, carried by its sidecar),
+`not-reproduced`, or None for a pass."""
 
 from __future__ import annotations
 
@@ -36,10 +37,8 @@ def _evaluate(df: pd.DataFrame, claims: list, sidecars: list[dict], context: dic
     data_source = "standin" if "standin" in sources else sources[0]
     scale = sidecars[0].get("scale", "")
     reductions = {}
-    for s in sidecars:
-        paper_params = (context.get("paper_params") or {}).get(s["figure"])
-        if paper_params is not None and s.get("params") is not None:
-            reductions.update(claims_mod.scale_reductions(paper_params, s["params"]))
+    for s in sidecars:  # decided by the table stage (meta, copied into the sidecar), not here
+        reductions.update(s["reductions"])
     x_name = context.get("x_name") or claims_mod.x_name_of(df)
     results = claims_mod.evaluate(df, claims, data_source, x_name)
     for r in results:
@@ -55,9 +54,9 @@ def _evaluate(df: pd.DataFrame, claims: list, sidecars: list[dict], context: dic
 
 def run_claims(paper: str, figure: str, claims: list, csv_path: str, sidecar_path: str, out_path: str,
                log_path: str | None, context: dict | None = None, other_paths=()) -> None:
-    """One figure's claims. `context`: x_name (how the reasons name x), paper_params ({figure: the paper file's own
-    params in this mode}, to tell a reduced-scale run), difference (the documented difference the authors-code
-    variant implements); `other_paths`: the authors-code variant's claims.json, when built (default mode only)."""
+    """One figure's claims. `context`: x_name (how the reasons name x), difference (the documented difference the
+    authors-code variant implements); `other_paths`: the authors-code variant's claims.json, when built (default mode
+    only). Whether the run is reduced comes from the sidecar (`reductions`, recorded by the table stage)."""
     log = get_logger(log_path, f"{paper}/{figure}:claims")
     df = tidy.read(csv_path)
     sidecar = json.loads(Path(sidecar_path).read_text())

@@ -23,7 +23,7 @@ def run_plot(paper: str, figure: str, spec: dict, csv_path: str, meta_path: str,
     common.setup()
     fig = resolve(spec["function"])(df, spec, meta)
     fig.suptitle(spec.get("title", f"{paper} {figure}"), fontsize=9)
-    common.annotate(fig, {**meta, "reduced_scale": spec.get("reduced_scale", meta.get("scale") != "paper")})
+    common.annotate(fig, meta)  # the face label says whether the run is reduced: meta's reduced_scale (table stage)
     with atomic_path(outputs["png"]) as png, atomic_path(outputs["pdf"]) as pdf:
         common.save(fig, png, pdf)
     markdown = caption_markdown(paper, figure, spec, meta)

@@ -1,5 +1,6 @@
 """Stage `table`: compute one figure's tidy table (results/<paper>/<figure>/<figure>.csv) and its
-provenance record (<figure>.meta.json: mode, data source, params, config hash, timing, versions)."""
+provenance record (<figure>.meta.json: mode, data source, params, whether the run is reduced, config hash, timing,
+versions)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from dpfl.provenance import device, versions
 
 
 def run_table(paper: str, figure: str, job: dict, csv_path: str, meta_path: str, log_path: str | None,
-             cell_tables: list[str] = (), prepared: list[str] = ()) -> None:
+             cell_tables: list[str] = (), prepared: list[str] = (), *, reductions: dict) -> None:
     """`job` (the rule's params) = {function, kind, mode, scale, params}. Analytic figures compute the
     table from params; experiment figures aggregate their cell tables, and record the provenance of
-    every prepared dataset they used (real or stand-in, where from, checksums)."""
+    every prepared dataset they used (real or stand-in, where from, checksums). `reductions`: the settings of this
+    run that differ from the paper's ({key: [paper, used]}, dpfl.claims.scale_reductions; the workflow decides them,
+    figures.smk's _reductions): the meta records them and `reduced_scale` (any of them), which the plot (the
+    figure's face label) and the claims (cause reduced-scale) read instead of deciding again."""
     log = get_logger(log_path, f"{paper}/{figure}:table")
     log.info("mode %s, scale %s; computing with %s", job["mode"], job["scale"], job["function"])
     start = time.perf_counter()
@@ -44,6 +48,8 @@ def run_table(paper: str, figure: str, job: dict, csv_path: str, meta_path: str,
         "data_source": data_source,
         "datasets": datasets,
         "params": job["params"],
+        "reductions": reductions,  # below paper scale: the one decision, read by the plot and claims stages
+        "reduced_scale": bool(reductions),
         "settings": job.get("paper_settings", {}),
         "config_hash": config_hash({"paper": paper, "figure": figure, **job}),
         "compute_seconds": round(seconds, 3),
