@@ -1,6 +1,6 @@
 """The configuration schema of a claim's check is generated from dpfl.claims (CHECKS, CHECK_KEYS): one entry
 per kind with exactly the keys its check function reads; config validation uses it (common.schema.yaml refers
-to it by URI) with readable errors; the shipped configs validate; README and docstring list the kinds."""
+to it by URI) with readable errors; the shipped configs validate; docs/claims.md and docstring list the kinds."""
 
 from __future__ import annotations
 
@@ -305,9 +305,9 @@ def test_relaxed_overlay_validator_also_uses_the_generated_schema(config, tmp_pa
 # --------------------------------------------------------------------------------------------------
 
 
-def test_readme_lists_the_check_kinds_and_their_required_keys():
-    text = (ROOT / "README.md").read_text()
-    section = text.split("\n## Claims\n", 1)[1].split("\n## ", 1)[0]
+def test_docs_list_the_check_kinds_and_their_required_keys():
+    text = (ROOT / "docs" / "claims.md").read_text()
+    section = text.split("\n## Check kinds\n", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^- `(\w+)` \(([^)]*)\)", section, re.M)
     assert [kind for kind, _ in listed] == list(CHECKS)
     for kind, keys in listed:
