@@ -4,7 +4,6 @@ prints readable UTF-8, configuration errors read like the pipeline's."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,13 +42,6 @@ def test_config_prints_utf8_not_escapes():
     proc = dpfl("config")
     assert proc.returncode == 0 and "\\u" not in proc.stdout and "ε" in proc.stdout
     assert json.loads(proc.stdout)["papers"]["lowy2023"]["noise_calibration"] == "paper"
-
-
-@pytest.fixture
-def project(tmp_path):
-    for item in ("config", "workflow/schemas"):
-        shutil.copytree(ROOT / item, tmp_path / item)
-    return tmp_path
 
 
 def test_yaml_syntax_error_names_file_and_line(project):

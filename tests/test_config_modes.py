@@ -3,7 +3,6 @@ its settings reach the figure's params only in the authors-code mode, and alloca
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,13 +10,6 @@ import pytest
 from dpfl import config
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def project(tmp_path):
-    for item in ("config", "workflow/schemas"):
-        shutil.copytree(ROOT / item, tmp_path / item)
-    return tmp_path
 
 
 def edit(path: Path, old: str, new: str) -> None:

@@ -3,7 +3,6 @@ errors (file, key, allowed values), per-dataset data_source overrides, mirror re
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,6 @@ from dpfl import config
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = {"mnist", "insurance", "obesity", "creditcard", "heart_disease", "tcga_brca", "emnist", "emnist_full",
             "stackoverflow"}
-
-
-@pytest.fixture
-def project(tmp_path):
-    """A copy of the configuration and schemas (enough for dpfl.config.load)."""
-    for item in ("config", "workflow/schemas"):
-        shutil.copytree(ROOT / item, tmp_path / item)
-    return tmp_path
 
 
 def test_catalog_lists_every_dataset_with_sources():

@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,30 +27,10 @@ TARGETS = ["data/prepared/insurance.npz", "data/prepared/obesity.npz"]
 pytestmark = pytest.mark.pipeline
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def project(tmp_path):
-    dest = tmp_path / "project"
-    dest.mkdir()
-    for item in ("Snakefile", "workflow", "config", "src", "profiles"):
-        src = ROOT / item
-        if src.is_dir():
-            shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dest / item)
-    catalog = yaml.safe_load((dest / "config" / "datasets.yaml").read_text())
-    port = closed_port()
-    for entry in catalog["datasets"].values():
-        entry["kaggle"] = None
-        for f in entry["files"]:
-            f["urls"] = [f"http://127.0.0.1:{port}/{f['name']}"]
-    (dest / "config" / "datasets.yaml").write_text(yaml.safe_dump(catalog, sort_keys=False))
-    return dest
+def project(make_project):
+    """A copy of the project in tmp_path/project whose catalog downloads nothing (conftest.make_project)."""
+    return make_project(("Snakefile", "workflow", "config", "src", "profiles"), into="project", offline_catalog=True)
 
 
 @pytest.fixture

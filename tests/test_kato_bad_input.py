@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,7 @@ from tests.test_pipeline import copy_project, snakemake
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_FILE = "config/papers/kato2024.yaml"
-TCGA = [248, 156, 164, 129, 129, 40]  # FLamby's training silos: Σ ⌊n_s/2⌋ = 432
+TCGA = [248, 156, 164, 129, 129, 40]  # FLamby's training silos: Σ ⌊n_s/2⌋ = 432 (conftest.tcga_arrays(TCGA))
 CC_URLS = ["https://storage.googleapis.com/download.tensorflow.org/data/creditcard.csv",
            "https://www.openml.org/data/get_csv/1673544/creditcard.csv",
            "https://raw.githubusercontent.com/jbrownlee/Datasets/master/creditcard.csv.zip"]
@@ -50,13 +49,6 @@ def files_under(folder: Path) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 # unknown method or distribution name: a ConfigError naming the file, the key path and the allowed values
 # --------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def project(tmp_path):
-    for item in ("config", "workflow/schemas"):
-        shutil.copytree(ROOT / item, tmp_path / item)
-    return tmp_path
 
 
 def edit_in_figure(project: Path, figure: str, old: str, new: str, paper_file: str = PAPER_FILE) -> None:
@@ -139,17 +131,12 @@ def test_group_size_below_one_is_refused_naming_what_is_allowed(k):
 # --------------------------------------------------------------------------------------------------
 
 
-def tcga_arrays() -> dict:
-    centers = np.arange(len(TCGA))
-    return {"centers": centers.astype(str), "center": np.repeat(centers, TCGA), "train": np.ones(sum(TCGA), bool)}
-
-
 def flamby_params(**kw) -> dict:
     return {"dataset": "tcga_brca", "distribution": "zipf", "users": 500, "silos": 6, "seed": 0, "global_seed": 0,
             "user_alpha": 0.5, "main_ratio": 0.8, "min_records": 2, **kw}
 
 
-def test_tcga_with_more_users_than_pairs_is_refused_with_the_limit():
+def test_tcga_with_more_users_than_pairs_is_refused_with_the_limit(tcga_arrays):
     with pytest.raises(ValueError) as err:
         allocate_flamby("zipf", TCGA, 500, np.random.default_rng(0), min_records=2)
     msg = str(err.value)
@@ -157,16 +144,16 @@ def test_tcga_with_more_users_than_pairs_is_refused_with_the_limit():
     assert "at most 432 users" in msg
     # the per-instance builder names the dataset and the instance
     with pytest.raises(ValueError) as err:
-        build_flamby(tcga_arrays(), flamby_params(), log=lambda m: None)
+        build_flamby(tcga_arrays(TCGA), flamby_params(), log=lambda m: None)
     msg = str(err.value)
     assert msg.startswith("tcga_brca allocation zipf-U500-S6-seed0 cannot be built from 866 training records")
     assert "at most 432 users" in msg
 
 
-def test_flamby_silo_count_other_than_the_centres_is_refused():
+def test_flamby_silo_count_other_than_the_centres_is_refused(tcga_arrays):
     with pytest.raises(ValueError, match=r"tcga_brca allocation uniform-U50-S5-seed1: S = 5, but tcga_brca has 6 "
                                          r"FLamby silos \(its centres\): S must be 6"):
-        build_flamby(tcga_arrays(), flamby_params(distribution="uniform", users=50, silos=5, seed=1), log=print)
+        build_flamby(tcga_arrays(TCGA), flamby_params(distribution="uniform", users=50, silos=5, seed=1), log=print)
 
 
 def test_more_silos_than_records_is_refused_with_the_limit():
@@ -184,9 +171,9 @@ def test_more_silos_than_records_is_refused_with_the_limit():
     assert "n_silos = 50 is larger than the" in msg and "silos (every silo needs ≥ 1 record)" in msg
 
 
-def test_allocate_stage_stops_and_leaves_no_file(tmp_path):
+def test_allocate_stage_stops_and_leaves_no_file(tmp_path, tcga_arrays):
     prepared = tmp_path / "prepared" / "tcga_brca.npz"
-    save_prepared(prepared, tcga_arrays(), {"dataset": "tcga_brca"})
+    save_prepared(prepared, tcga_arrays(TCGA), {"dataset": "tcga_brca"})
     name = "kato2024-tcga_brca/zipf-U500-S6-seed0"
     entry = {"dataset": "tcga_brca", "kind": "kato_flamby", "params": flamby_params(), "instance": "zipf-U500-S6-seed0"}
     out_dir = tmp_path / "allocations" / "tcga_brca" / "kato2024-tcga_brca"

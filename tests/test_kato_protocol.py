@@ -19,6 +19,9 @@ from dpfl import claims, config, tidy
 from dpfl.papers.kato2024 import protocol
 from dpfl.papers.kato2024.allocation import build_flamby
 from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
+from dpfl.papers.kato2024.protocol import ProtocolLayout
+
+PROTOCOL = ProtocolLayout()
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {"key_bits": 1024, "record_bound": 30}
@@ -34,17 +37,17 @@ def yaml_params(figure: str, scale: str = "paper") -> dict:
 
 def test_layout_from_the_yaml():
     p11, p12 = yaml_params("fig11"), yaml_params("fig12")
-    assert protocol.cells(p11) == [f"{panel}-{impl}" for panel in ("heart10", "heart100", "tcga10", "tcga100")
+    assert PROTOCOL.cells(p11) == [f"{panel}-{impl}" for panel in ("heart10", "heart100", "tcga10", "tcga100")
                                    for impl in ("fast", "reference")]
-    datasets, allocations = protocol.needs(p11)
+    datasets, allocations = PROTOCOL.needs(p11)
     assert datasets == ("heart_disease", "tcga_brca") and len(allocations) == 4 * 5
     assert "kato2024-tcga_brca/zipf-U100-S6-seed10" in allocations
     # Fig 12: the two sweeps share their default setting (h = 2, U = 20): 7 settings, no data files
     assert protocol.settings(p12) == [(2, 20), (4, 20), (8, 20), (15, 20), (2, 10), (2, 30), (2, 40)]
-    assert len(protocol.cells(p12)) == 14 and protocol.needs(p12) == ((), ())
-    own, _ = protocol.cell_params(p12, {}, "h8-U20-reference")
+    assert len(PROTOCOL.cells(p12)) == 14 and PROTOCOL.needs(p12) == ((), ())
+    own, _ = PROTOCOL.cell_params(p12, {}, "h8-U20-reference")
     assert (own["hidden"], own["users"], own["implementation"]) == (8, 20, "reference") and "hidden" not in p12.get("x", {})
-    own, _ = protocol.cell_params(p11, {}, "tcga10-fast")
+    own, _ = PROTOCOL.cell_params(p11, {}, "tcga10-fast")
     assert own["panel"]["id"] == "tcga10" and own["implementation"] == "fast" and protocol.is_fig11(own)
     assert (own["key_bits"], own["record_bound"], own["optimizer"]) == (3072, 2000, "sgd")  # spec §6 defaults
     for bad in ("tcga10", "tcga10-slow", "-fast"):
@@ -85,7 +88,7 @@ def fig12_job(cell="h2-U3-fast", **over):
               "default_hidden": 2, "default_users": 3, "seeds": [0, 1], "rounds": 2, "batch": 4, "sigma": 5.0,
               "delta": 1e-5, "hyper": {"eta_g": 0.1, "clip": 1.0, "eta_l": 0.01, "epochs": 2},
               "implementations": ["fast", "reference"], "optimizer": "sgd", **SMALL, **over}
-    own, _ = protocol.cell_params(params, {}, cell)
+    own, _ = PROTOCOL.cell_params(params, {}, cell)
     return SimpleNamespace(params=own, cell=cell, seed=0)
 
 
@@ -117,15 +120,10 @@ def test_fig12_cell_drops_records_above_the_bound_and_both_implementations_agree
 
 
 @pytest.fixture(scope="module")
-def tcga(tmp_path_factory):
+def tcga(tmp_path_factory, tcga_arrays):
     """A TCGA-shaped prepared file (2 centres, 40 training records) and one zipf allocation of 6 users."""
     d = tmp_path_factory.mktemp("kato_protocol")
-    rng = np.random.default_rng(0)
-    n = 60
-    X = rng.normal(size=(n, 39))
-    prepared = {"X": X, "T": rng.exponential(size=n), "E": (rng.random(n) < 0.7).astype(np.int64),
-                "center": np.repeat([0, 1], 30), "train": np.tile(np.r_[np.ones(20, bool), np.zeros(10, bool)], 2),
-                "centers": np.array(["c0", "c1"])}
+    prepared = tcga_arrays([20, 20], test=10)
     np.savez(d / "tcga_brca.npz", **prepared)
     panel = {"id": "t6", "dataset": "tcga_brca", "allocation": "tcga_brca", "users": 6, "distribution": "zipf",
              "silos": 2, "batch": 8}
@@ -143,8 +141,8 @@ def test_fig11_cell_on_a_flamby_allocation(tcga):
     params = {"panels": [panel], "seeds": [0], "rounds": 2, "sigma": 5.0, "delta": 1e-5,
               "hyper": {"eta_g": 10.0, "clip": 0.1, "eta_l": 0.001, "epochs": 2}, "implementations": ["reference"],
               "optimizer": "sgd", **SMALL}
-    assert protocol.needs(params) == (("tcga_brca",), ("kato2024-tcga_brca/zipf-U6-S2-seed0",))
-    own, _ = protocol.cell_params(params, {}, "t6-reference")
+    assert PROTOCOL.needs(params) == (("tcga_brca",), ("kato2024-tcga_brca/zipf-U6-S2-seed0",))
+    own, _ = PROTOCOL.cell_params(params, {}, "t6-reference")
     df = protocol.run_cell(SimpleNamespace(params=own, cell="t6-reference", seed=0), inputs, lambda *a: None)
     assert set(df["phase"]) == set(protocol.PHASES) and (df["decrypted_rel_err"] < 1e-8).all()
     assert (df["dataset"] == "tcga_brca").all() and (df["params"] == 40).all() and (df["silos"] == 2).all()
@@ -157,8 +155,8 @@ def test_fig11_cell_on_a_flamby_allocation(tcga):
 def fake_cells(params: dict, seconds) -> list[pd.DataFrame]:
     """Cell tables as run_cell writes them, with seconds(setting meta, phase, silo, round, impl) chosen by hand."""
     out = []
-    for cell in protocol.cells(params):
-        own, _ = protocol.cell_params(params, {}, cell)
+    for cell in PROTOCOL.cells(params):
+        own, _ = PROTOCOL.cell_params(params, {}, cell)
         setting, impl = protocol.parse_cell(cell)
         if protocol.is_fig11(own):
             meta = {"panel": setting, "dataset": own["panel"]["dataset"], "users": own["panel"]["users"],
