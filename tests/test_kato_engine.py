@@ -117,23 +117,12 @@ def clip_ref(v, c):
     return v * min(1.0, c / n) if n > 0 else v
 
 
-def ref_sgd(template, kind, theta, X, y, perms, batch, lr):
-    """Q epochs of minibatch SGD with the given per-epoch permutations (ragged last batch)."""
+def ref_train(template, kind, theta, X, y, perms, batch, lr, optimizer=torch.optim.SGD):
+    """Q epochs of minibatch training with the given per-epoch permutations (ragged last batch) by a fresh
+    `optimizer(params, lr=lr)` per pair (torch.optim.SGD; torch.optim.Adam with its defaults is kato2024's secure
+    path, K7)."""
     m = module_at(template, theta)
-    opt = torch.optim.SGD(m.parameters(), lr=lr)
-    for perm in perms:
-        for j in range(0, len(perm), batch):
-            idx = perm[j: j + batch]
-            opt.zero_grad()
-            ref_loss(kind, m(X[idx]), y[idx]).backward()
-            opt.step()
-    return flat(m)
-
-
-def ref_adam(template, kind, theta, X, y, perms, batch, lr):
-    """ref_sgd with torch.optim.Adam (defaults), a fresh optimizer per pair (kato2024's secure path, K7)."""
-    m = module_at(template, theta)
-    opt = torch.optim.Adam(m.parameters(), lr=lr)
+    opt = optimizer(m.parameters(), lr=lr)
     for perm in perms:
         for j in range(0, len(perm), batch):
             idx = perm[j: j + batch]
@@ -282,7 +271,7 @@ def test_local_sgd_matches_a_plain_loop(kind):
         out[b.pairs] = local_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, gen=gen)
         draw_shuffles(ref_gen, b.pairs.tolist(), SIZES, b.mask.shape[1], epochs, tape, batch, kind)
     for p, (X, y) in enumerate(records):
-        want = ref_sgd(template, kind, theta[p], *tensors(X, y), tape[p], batch, lr)
+        want = ref_train(template, kind, theta[p], *tensors(X, y), tape[p], batch, lr)
         assert torch.allclose(out[p], want, atol=TOL, rtol=0), p
     assert not torch.allclose(out, theta)
 
@@ -300,7 +289,7 @@ def test_local_adam_matches_torch_optim_adam(kind):
         out[b.pairs] = local_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, gen=gen, optimizer="adam")
         draw_shuffles(ref_gen, b.pairs.tolist(), SIZES, b.mask.shape[1], epochs, tape, batch, kind)
     for p, (X, y) in enumerate(records):
-        want = ref_adam(template, kind, theta[p], *tensors(X, y), tape[p], batch, lr)
+        want = ref_train(template, kind, theta[p], *tensors(X, y), tape[p], batch, lr, torch.optim.Adam)
         assert torch.allclose(out[p], want, atol=TOL, rtol=0), p
     sgd = torch.empty_like(theta)
     for b in buckets:
@@ -639,7 +628,7 @@ def ref_round(method, hyper, runs, S, U, template, kind, theta, *, sigma, batch,
                     local = ref_dp_sgd(template, kind, theta[r], X[idx], y[idx], tape[p], lr, C, sigma,
                                        expected_batch(counts[p], batch))
                 else:
-                    local = ref_sgd(template, kind, theta[r], X[idx], y[idx], tape[p], batch, lr)
+                    local = ref_train(template, kind, theta[r], X[idx], y[idx], tape[p], batch, lr)
                 d = local - theta[r]
                 if fam == "naive":
                     d = clip_log(d) + sigma * C * math.sqrt(S) * naive_z[p]
@@ -660,7 +649,7 @@ def ref_round(method, hyper, runs, S, U, template, kind, theta, *, sigma, batch,
                 elif fam == "sgd":
                     d = ref_mean_grad(template, kind, theta[r], X[idx], y[idx])
                 else:
-                    d = ref_sgd(template, kind, theta[r], X[idx], y[idx], tape[p], batch, lr) - theta[r]
+                    d = ref_train(template, kind, theta[r], X[idx], y[idx], tape[p], batch, lr) - theta[r]
                 total += w * clip_log(d)
         total += sigma * C / math.sqrt(S) * z_silo[r].sum(0)
         scale = eta_g / (U * S * (q if method.sampled else 1.0))
