@@ -12,13 +12,15 @@ import pytest
 import torch
 
 from dpfl.jobs import CellJob
-from dpfl.papers.bietti2022 import layout
 from dpfl.papers.bietti2022.cell import implementation, run_cell
 from dpfl.papers.bietti2022.cnn import cnn_round, initial
 from dpfl.papers.bietti2022.federated import FederatedTask, Streams
 from dpfl.papers.bietti2022.methods import epsilon_curve
 from dpfl.papers.bietti2022.ppsgd import Batch, Grid, grid_tensors
 from dpfl.papers.bietti2022.table import end_rows, fig1, fig2
+from dpfl.papers.bietti2022.layout import GridLayout
+
+LAYOUT = GridLayout()
 
 DT = torch.float64
 
@@ -90,7 +92,7 @@ def _emnist_job(tmp_path, impl: dict, cell="emn-sigma2", levels=(0.5, "inf"), et
                                 "rounds": None, "eval_every": 4, "clip": 0.5, "sigmas": [2.0],
                                 "levels": [0, *levels], "etas": list(etas)}},
               "delta": 1e-4, "seeds": list(seeds), "dtype": "float64", "implementation": impl}
-    params, _ = layout.cell_params(figure, {}, cell)
+    params, _ = LAYOUT.cell_params(figure, {}, cell)
     job = CellJob("bietti2022", "fig2", cell, "authors-code" if impl else "none", "smoke", 0, "cpu", params, {})
     return job, {"prepared": {"emnist": str(path)}}, figure
 
@@ -141,8 +143,8 @@ def test_excess_risk_per_coordinate_and_end_rows():
                                 "clip": 1.0, "sigmas": [1.0], "levels": [0, 1, "inf"], "etas": [0.1, 0.3]}},
               "delta": 1e-4, "seeds": [0], "implementation": {"excess_risk": "coordinate_mean"}}
     tables = []
-    for cell in layout.cells(figure):
-        params, _ = layout.cell_params(figure, {}, cell)
+    for cell in LAYOUT.cells(figure):
+        params, _ = LAYOUT.cell_params(figure, {}, cell)
         tables.append(run_cell(CellJob("bietti2022", "fig1a", cell, "authors-code", "smoke", 0, "cpu", params, {}), {},
                                lambda m: None))
     runs = pd.concat(tables)
@@ -162,7 +164,7 @@ def test_excess_risk_per_coordinate_and_end_rows():
 def test_fig2_takes_the_winning_runs_epsilon(tmp_path):
     job, inputs, figure = _emnist_job(tmp_path, {"sampling": "shuffle", "rng": "per_run"})
     tables = [run_cell(job, inputs, lambda m: None)]
-    local, _ = layout.cell_params(figure, {}, "emn-local")
+    local, _ = LAYOUT.cell_params(figure, {}, "emn-local")
     tables.append(run_cell(CellJob("bietti2022", "fig2", "emn-local", "authors-code", "smoke", 0, "cpu", local, {}),
                            inputs, lambda m: None))
     table = fig2(figure, tables, lambda m: None)

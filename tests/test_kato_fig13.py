@@ -15,6 +15,9 @@ import pytest
 
 from dpfl import claims, config, tidy
 from dpfl.papers.kato2024 import bars
+from dpfl.papers.kato2024.bars import RecordsLayout
+
+RECORDS = RecordsLayout()
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +46,7 @@ def write_alloc(path: Path, spec: dict) -> str:
 
 @pytest.fixture
 def inputs(tmp_path):
-    names = bars.needs(PARAMS)[1]
+    names = RECORDS.needs(PARAMS)[1]
     assert names == ("kato2024-creditcard/zipf-U4-S2-seed0", "kato2024-creditcard/uniform-U2-S2-seed0")
     files = {names[0]: write_alloc(tmp_path / "zipf.npz", ZIPF), names[1]: write_alloc(tmp_path / "uniform.npz", UNIFORM)}
     return {"prepared": {"creditcard": str(tmp_path / "unused.npz")}, "allocations": files}
@@ -51,8 +54,8 @@ def inputs(tmp_path):
 
 def run_cells(inputs, params=PARAMS):
     out = []
-    for cell in bars.cells(params):
-        own, settings = bars.cell_params(params, {}, cell)
+    for cell in RECORDS.cells(params):
+        own, settings = RECORDS.cell_params(params, {}, cell)
         assert settings == {} and [p["id"] for p in own["panels"]] == [cell]
         out.append(bars.run_cell(SimpleNamespace(params=own, cell=cell), inputs, log=lambda *_: None))
     return out
@@ -64,12 +67,12 @@ def table(inputs):
 
 
 def test_layout_one_cell_per_panel_reading_its_own_allocation():
-    assert bars.cells(PARAMS) == ["a", "b"]
-    assert bars.needs(PARAMS)[0] == ("creditcard",)
-    own, _ = bars.cell_params(PARAMS, {}, "b")
+    assert RECORDS.cells(PARAMS) == ["a", "b"]
+    assert RECORDS.needs(PARAMS)[0] == ("creditcard",)
+    own, _ = RECORDS.cell_params(PARAMS, {}, "b")
     assert own["panels"] == [PARAMS["panels"][1]] and own["seed"] == 0
     with pytest.raises(ValueError, match="no panel"):
-        bars.cell_params(PARAMS, {}, "c")
+        RECORDS.cell_params(PARAMS, {}, "c")
 
 
 def test_cell_counts_training_records_only(inputs):

@@ -12,8 +12,10 @@ import pytest
 
 from dpfl import jobs
 from dpfl.config import load
-from dpfl.papers.kato2024 import layout
 from dpfl.papers.kato2024.table import _noniid_gaps
+from dpfl.papers.kato2024.layout import TrainingLayout
+
+LAYOUT = TrainingLayout()
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,11 +29,11 @@ def test_fig5_cells_and_fig10b_reads_fig5s_identical_run():
     assert [c for f, c in sources[1:]] == ["e-uldp_avg_ws-q0.1", "e-uldp_avg_ws-q0.3", "e-uldp_avg_ws-q0.5"]
     # the U = 10000 panels take ULDP-AVG's η_g = 100 from their own override; U = 100 keeps the figure's 10
     fig5 = cfg.figure_params("kato2024", "fig5", "none")
-    own_e, _ = layout.cell_params(fig5, {}, "e-uldp_avg_w")
-    own_b, _ = layout.cell_params(fig5, {}, "b-uldp_avg_w")
+    own_e, _ = LAYOUT.cell_params(fig5, {}, "e-uldp_avg_w")
+    own_b, _ = LAYOUT.cell_params(fig5, {}, "b-uldp_avg_w")
     assert own_e["hyper"]["avg"]["eta_g"] == 100.0 and own_b["hyper"]["avg"]["eta_g"] == 10.0
     assert own_e["hyper"]["avg"]["clip"] == 0.1 and "hyper" not in own_e["panels"][0]
-    assert layout.cell_params(fig5, {}, "e-default")[0]["hyper"] == {"fedavg": fig5["hyper"]["fedavg"]}
+    assert LAYOUT.cell_params(fig5, {}, "e-default")[0]["hyper"] == {"fedavg": fig5["hyper"]["fedavg"]}
     # editing Fig 10(b)'s ULDP-AVG so that the jobs differ: it computes its own q = 1 run
     edited = copy.deepcopy(cfg)
     edited.papers["kato2024"]["figures"]["fig10b"]["params"]["hyper"]["avg"]["eta_g"] = 50.0

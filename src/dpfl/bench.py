@@ -53,38 +53,67 @@ def _run_child(job, inputs: dict, env: dict, threads: int = 1) -> dict:
     return json.loads(out.strip().splitlines()[-1])  # the child reports its own peak RSS (ru_maxrss, KiB)
 
 
+class BenchError(ValueError):
+    """A benchmark request that names nothing to run (unknown paper, figure or cell; trials < 1)."""
+
+
+def plan(cfg, paper: str, figures: list[str] | None, trials: int, cells: list[str] | None) -> list[str]:
+    """The figures to time, after checking the request against the configuration; raises BenchError naming what is
+    wrong and what is allowed."""
+    from dpfl import jobs
+
+    if paper not in cfg.papers:
+        raise BenchError(f"unknown paper {paper!r}; papers: {', '.join(sorted(cfg.papers))}")
+    configured = sorted(cfg.papers[paper]["figures"])
+    unknown = [f for f in figures or [] if f not in configured]
+    if unknown:
+        raise BenchError(f"{paper} has no figure {', '.join(map(repr, unknown))}; figures: {', '.join(configured)}")
+    if trials < 1:
+        raise BenchError(f"--trials must be ≥ 1 (units of work per cell), got {trials}")
+    figs = figures or configured
+    if cells:
+        known = {c for f in figs for c in jobs.cell_ids(cfg, paper, f, "none")}
+        missing = [c for c in cells if c not in known]
+        if missing:
+            raise BenchError(f"no cell {', '.join(map(repr, missing))} in {paper} {', '.join(figs)}; cells: "
+                             f"{', '.join(sorted(known)) or 'none (analytic figures)'}")
+    return figs
+
+
 def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, cores: int = 2,
-          cells: list[str] | None = None, threads: int = 1) -> None:
+          cells: list[str] | None = None, threads: int = 1, scale: str = "paper") -> None:
     """`threads`: torch threads per cell (1: as Snakemake runs the cells, one per core; `cores`: one cell using
-    the whole machine)."""
+    the whole machine). `scale`: the settings whose cells are timed (paper; smaller scales check the path)."""
     from dpfl import jobs, paths
     from dpfl.config import load
-    from dpfl.papers import FIGURES
 
-    cfg = load(root, {"scale": "paper"})
-    figs = figures or sorted(cfg.papers[paper]["figures"])
+    cfg = load(root, {"scale": scale})
+    figs = plan(cfg, paper, figures, trials, cells)
     env = {**os.environ, "PYTHONPATH": str(root / "src")}
-    print(f"{paper}: paper-scale settings, a reduced run of each cell ({trials} unit(s) of work), each in its own "
+    print(f"{paper}: {scale}-scale settings, a reduced run of each cell ({trials} unit(s) of work), each in its own "
           f"process with {threads} thread(s)")
     for figure in figs:
-        if FIGURES[(paper, figure)].cell is None:
+        if jobs.FIGURES[(paper, figure)].layout is None:
             print(f"{figure}: analytic (no training); skipped")
+            continue
+        lay = jobs.layout(paper, figure)
+        params = cfg.figure_params(paper, figure, "none")
+        if lay.bench_units(params) is None:
+            print(f"{figure}: nothing to time (its cells only count or arrange records); skipped")
+            continue
+        full_units, unit = lay.bench_units(params)
+        todo = [c for c in jobs.cell_ids(cfg, paper, figure, "none") if not cells or c in cells]
+        if not todo:
             continue
         datasets, allocations = jobs.needs(cfg, paper, figure, "none")
         inputs = {"prepared": {d: str(root / paths.prepared_npz(d)) for d in datasets},
-                  "allocations": {a: str(root / paths.allocation_npz(cfg.allocation(a)["dataset"], a)) for a in allocations}}
+                  "allocations": {a: str(root / paths.allocation_npz(cfg.allocation(a)["dataset"], a))
+                                  for a in allocations}}
         missing = [p for group in inputs.values() for p in group.values() if not Path(p).exists()]
         if missing:
-            print(f"  building the inputs first: {', '.join(missing)}")
-            targets = [str(Path(p).relative_to(root)) for p in missing]
-            subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--cores", str(cores), *targets],
-                           cwd=root, check=True, stdout=subprocess.DEVNULL)
+            _build_inputs(root, missing, cores, scale)
         rows, phases = [], {}
-        lay = jobs.layout(paper, figure)
-        full_units, unit = lay.bench_units(cfg.figure_params(paper, figure, "none"))
-        for cell in jobs.cell_ids(cfg, paper, figure, "none"):
-            if cells and cell not in cells:
-                continue
+        for cell in todo:
             full = jobs.build_cell_job(cfg, paper, figure, cell, "none")
             job = dataclasses.replace(full, params=lay.bench_params(full.params, trials))
             r = _run_child(job, inputs, env, threads)
@@ -94,7 +123,7 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
             per_unit = r["loop_per_unit"] if r.get("loop_per_unit") else r["seconds"] / trials
             setup = max(0.0, r["seconds"] - per_unit * trials - r.get("per_eval", 0.0) * r.get("evals", 0))
             units = r.get("units") or full_units
-            evals = lay.bench_evaluations(full.params, units) if hasattr(lay, "bench_evaluations") else 0
+            evals = lay.bench_evaluations(full.params, units)
             setup += r.get("per_eval", 0.0) * evals  # the full run's evaluations, counted with the fixed costs
             rows.append((cell, per_unit, r["peak_mb"], setup, units))
             if r.get("phases"):  # a cell that times phases (kato2024 Figs 11-12: the protocol)
@@ -102,17 +131,17 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
             seeds = len(job.params.get("seeds") or [1])
             per_seed = f" ({per_unit / seeds:7.2f} s/{unit} per seed)" if seeds > 1 else ""
             if r.get("configs"):
-                per_seed += f" ({r['configs']} configs batched: {per_unit / r['configs'] * 1e3:.2f} ms/{unit} per config)"
+                per_seed += (f" ({r['configs']} configs batched: {per_unit / r['configs'] * 1e3:.2f} ms/{unit} "
+                             f"per config)")
             what = f"setup, accounting and {evals} evaluations" if evals else "setup and accounting"
             if r.get("gpu_peak_mb") is not None:
                 what += f"; GPU peak {r['gpu_peak_mb']:.0f} MiB on {r['device']}"
             print(f"  {figure} {cell:28s} {per_unit:8.2f} s/{unit}{per_seed}  + {setup:6.1f} s {what}"
                   f"   peak {r['peak_mb']:7.0f} MiB", flush=True)
-        if not rows:
-            continue
-        if phases and hasattr(lay, "bench_side_by_side"):
+        side_by_side = lay.bench_side_by_side(phases) if phases else []
+        if side_by_side:
             print(f"  {figure}: mean seconds per phase (local training: per silo and round)")
-            print("\n".join(lay.bench_side_by_side(phases)))
+            print("\n".join(side_by_side))
         per_cell = [units * s + setup for _, s, _, setup, units in rows]  # a cell's own T where the data set it
         serial = sum(per_cell)
         # Snakemake runs cells in parallel; the figure takes at least its slowest cell
@@ -121,3 +150,18 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
               f"{max(r[4] for r in rows)} {unit}s: {serial / 60:.1f} min one cell at a time ({threads} thread(s) each), "
               f"≈{parallel / 60:.1f} min on {cores} cores; "
               f"peak {max(r[2] for r in rows):.0f} MiB per job")
+
+
+def _build_inputs(root: Path, missing: list[str], cores: int, scale: str) -> None:
+    """Build the prepared datasets and allocations the cells read with Snakemake, its output in a log file."""
+    from dpfl import paths
+
+    log = root / paths.bench_log()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"  building the inputs first ({len(missing)} file(s); Snakemake's output in {log})", flush=True)
+    targets = [str(Path(p).relative_to(root)) for p in missing]
+    with open(log, "a") as out:
+        done = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--cores", str(cores),
+                               "--config", f"scale={scale}", "--", *targets], cwd=root, stdout=out, stderr=out)
+    if done.returncode != 0:
+        raise RuntimeError(f"building the benchmark's inputs failed (exit {done.returncode}); see {log}")

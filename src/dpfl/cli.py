@@ -4,8 +4,9 @@
   python -m dpfl config [--scale S]        the resolved, validated configuration (defaults filled in)
   python -m dpfl epsilon --q Q --sigma Z --steps T --delta D [--group-k K]
                                            ε of the Poisson-subsampled Gaussian (and for groups of K records)
-  python -m dpfl bench PAPER [--figures fig4 fig6] [--trials 1]
-                                           seconds per trial and peak memory of each cell at paper scale
+  python -m dpfl bench PAPER [--figures fig4 fig6] [--trials 1] [--cells …] [--scale paper]
+                                           seconds per unit of work (trial, round, run) and peak memory of each
+                                           cell, and each figure's projected time, at paper scale
 """
 
 from __future__ import annotations
@@ -62,10 +63,14 @@ def cmd_epsilon(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from dpfl.bench import bench
+    from dpfl.bench import BenchError, bench
 
-    bench(args.paper, args.figures, _project_root(), trials=args.trials, cores=args.cores, cells=args.cells,
-          threads=args.threads)
+    try:
+        bench(args.paper, args.figures, _project_root(), trials=args.trials, cores=args.cores, cells=args.cells,
+              threads=args.threads, scale=args.scale)
+    except BenchError as exc:
+        print(f"dpfl bench: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -110,12 +115,16 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="speed and memory of the experiment figures at paper scale")
     p.add_argument("paper")
     p.add_argument("--figures", nargs="*", help="default: every experiment figure of the paper")
-    p.add_argument("--trials", type=int, default=1,
-                   help="units of work to time per cell (lowy2023: trials; kato2024: rounds, all seeds batched)")
+    p.add_argument("--trials", type=_bounded(int, "trials", low=1), default=1,
+                   help="units of work to time per cell, ≥ 1 (lowy2023: trials; kato2024, bietti2022: rounds, all "
+                        "seeds batched; kato2024 Figs 11-12: runs)")
     p.add_argument("--cells", nargs="*", help="only these cells (default: every cell of each figure)")
-    p.add_argument("--cores", type=int, default=2, help="cores for the projected parallel time")
+    p.add_argument("--cores", type=_bounded(int, "cores", low=1), default=2,
+                   help="cores for the projected parallel time (default 2)")
     p.add_argument("--threads", type=_bounded(int, "threads", low=1), default=1,
                    help="torch threads per cell (default 1, as the pipeline runs one cell per core)")
+    p.add_argument("--scale", choices=["smoke", "quick", "paper"], default="paper",
+                   help="whose settings the cells run with (default paper; smoke checks the path in seconds)")
     p.set_defaults(func=cmd_bench)
     args = parser.parse_args(argv)
     from dpfl.config import ConfigError

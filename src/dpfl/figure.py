@@ -1,22 +1,78 @@
-"""What a paper package declares in its `__init__`: its figures (`FigureDef`) and the ways it arranges a dataset
-into silos and users (`AllocationKind`). Functions are named as "module:function" strings so that reading the
-declarations imports no numerics (the Snakefile reads them when it builds the DAG) and so that the code files
-each stage depends on can be found (dpfl.codedeps)."""
+"""What a paper package declares in its `__init__`: its figures (`FigureDef`), the layout contract of an experiment
+figure family (`FigureLayout`) and the ways it arranges a dataset into silos and users (`AllocationKind`). Functions
+and classes are named as "module:name" strings so that reading the declarations imports no numerics (the Snakefile
+reads them when it builds the DAG) and so that the code files each stage depends on can be found (dpfl.codedeps)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
+
+
+class FigureLayout(ABC):
+    """The shape of an experiment figure family, read when the DAG is built (so an implementation imports no
+    numerics): which cells a figure has (one job each), what they read, and the part of the params each one uses.
+
+    The three abstract hooks are required; the others have the defaults written here. dpfl.jobs (the DAG) and
+    dpfl.bench (the benchmark) call these methods and nothing else. `params` is the figure's params in one mode
+    (dpfl.config.ProjectConfig.figure_params), already validated against the paper's schema.
+    """
+
+    @abstractmethod
+    def cells(self, params: dict) -> list[str]:
+        """The figure's cell ids (unique; one job and one table each)."""
+
+    @abstractmethod
+    def needs(self, params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(prepared datasets, allocation names) the cells read. Settings that cannot work raise ValueError here,
+        naming the file and key, so that the run stops before any job."""
+
+    @abstractmethod
+    def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
+        """(params, paper settings) one cell depends on, and nothing more: editing anything else reruns nothing."""
+
+    def reused_cells(self, params: dict) -> dict[str, str]:
+        """{cell: figure}: cells that are the same run as that figure's cell of the same name; dpfl.jobs.cell_sources
+        reads them there when both jobs are identical. Default: none."""
+        return {}
+
+    def timed_cell(self, params: dict) -> bool:
+        """Whether the cell measures wall-clock time, so that a local run gives it the machine alone
+        (dpfl.jobs.cell_threads). Default: no."""
+        return False
+
+    def gpu_cell(self, params: dict) -> bool:
+        """Whether the cell is worth a GPU (the `gpu` resource, dpfl.jobs.cell_gpu). Default: no."""
+        return False
+
+    def bench_units(self, params: dict) -> tuple[int, str] | None:
+        """(how many units of work the full figure runs per cell, their name: "round", "trial", "run"), or None
+        when the figure has nothing worth timing (dpfl.bench says so and moves on). Default: None."""
+        return None
+
+    def bench_params(self, params: dict, units: int) -> dict:
+        """A cell's params reduced to `units` units of work (dpfl.bench). Required when bench_units is not None."""
+        raise NotImplementedError(f"{type(self).__name__} times its cells (bench_units) but has no bench_params")
+
+    def bench_evaluations(self, params: dict, units: int) -> int:
+        """How many evaluations a cell makes in `units` units, when its table times them apart (bietti2022), so that
+        the benchmark projects them at the full run's count. Default: 0 (evaluations are part of a unit)."""
+        return 0
+
+    def bench_side_by_side(self, phases: dict[str, dict]) -> list[str]:
+        """Lines of a table comparing the phase times of cells that time phases ({cell: {phase: mean seconds}}).
+        Default: none."""
+        return []
 
 
 @dataclass(frozen=True)
 class FigureDef:
-    """How a figure is made (ARCHITECTURE.md stages).
+    """How a figure is made (docs/architecture.md, stages).
 
     Analytic figures: `table(params, log)` returns the tidy table.
-    Experiment figures: `layout` names an import-light module with `cells(params)` (one job each),
-    `needs(params)` -> (prepared datasets, allocation names) and `cell_params(params, settings, cell)` (the part of
-    the params a cell uses, so unrelated edits do not rerun it); `cell(job, inputs, log)` computes one cell's
-    table; `table(params, tables, log)` aggregates the cell tables into the figure's tidy table.
+    Experiment figures: `layout` names a `FigureLayout` subclass ("module:Class", import-light) that says which cells
+    the figure has; `cell(job, inputs, log)` computes one cell's table; `table(params, tables, log)` aggregates the
+    cell tables into the figure's tidy table.
     """
 
     table: str  # "module:function" returning the tidy DataFrame (the figure's numbers)
@@ -24,8 +80,13 @@ class FigureDef:
     kind: str = "analytic"  # analytic (closed form, no data) | experiment (trained on datasets)
     has_compat: bool = False  # whether `compat: authors-code` changes this figure
     markdown: str | None = None  # "module:function"(df, spec) -> Markdown tables shown with the figure
-    layout: str | None = None  # experiment figures: import-light module with cells, needs, cell_params
+    layout: str | None = None  # experiment figures: "module:Class" of its FigureLayout
     cell: str | None = None  # experiment figures: "module:function" computing one cell
+
+    def __post_init__(self):
+        if (self.kind == "experiment") != (self.layout is not None) or (self.layout is None) != (self.cell is None):
+            raise ValueError(f"FigureDef(table={self.table!r}): an experiment figure has a layout and a cell, an "
+                             f"analytic figure neither (kind {self.kind!r}, layout {self.layout!r}, cell {self.cell!r})")
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,11 @@ benchmark, so both run exactly the same thing)."""
 
 from __future__ import annotations
 
-import importlib
+import functools
 from dataclasses import asdict, dataclass
 
+from dpfl.figure import FigureLayout
+from dpfl.io import resolve
 from dpfl.papers import FIGURES
 
 
@@ -32,12 +34,16 @@ class CellJob:
 # anything): the rule passes Snakemake's `threads` to the runner separately.
 
 
-def layout(paper: str, figure: str):
-    """The import-light module that says which cells an experiment figure has and what they need."""
+@functools.cache
+def layout(paper: str, figure: str) -> FigureLayout:
+    """The figure's `FigureLayout` (import-light): which cells an experiment figure has and what they need."""
     fdef = FIGURES[(paper, figure)]
     if fdef.layout is None:
         raise ValueError(f"{paper}/{figure} is an analytic figure: it has no cells")
-    return importlib.import_module(fdef.layout)
+    instance = resolve(fdef.layout)()
+    if not isinstance(instance, FigureLayout):
+        raise TypeError(f"{paper}/{figure}: layout {fdef.layout} is not a dpfl.figure.FigureLayout")
+    return instance
 
 
 def cell_ids(cfg, paper: str, figure: str, mode: str) -> list[str]:
@@ -53,7 +59,7 @@ def cell_sources(cfg, paper: str, figure: str, mode: str) -> list[tuple[str, str
     name (otherwise the figure computes its own). An analytic figure has none."""
     if FIGURES[(paper, figure)].layout is None:
         return []
-    reused = getattr(layout(paper, figure), "reused_cells", lambda params: {})(cfg.figure_params(paper, figure, mode))
+    reused = layout(paper, figure).reused_cells(cfg.figure_params(paper, figure, mode))
     configured = cfg.papers[paper].get("figures", {})
     available = {f: set(cell_ids(cfg, paper, f, mode)) if f in configured else set() for f in set(reused.values())}
     out = []
@@ -90,23 +96,19 @@ def build_cell_job(cfg, paper: str, figure: str, cell: str, mode: str) -> CellJo
 
 def cell_threads(cfg, paper: str, figure: str, cell: str, mode: str, local_cores: int | None) -> int:
     """Threads the cell rule claims: the config's `threads`, except for a cell that measures wall-clock time (its
-    layout's optional `timed_cell(params)`: kato2024 Figs 11-12), which claims all `local_cores` of a local run so
+    layout's `timed_cell(params)`: kato2024 Figs 11-12), which claims all `local_cores` of a local run so
     that no other job runs beside it and perturbs its timings (it computes on one thread itself, spec §7). Under a
     cluster executor (`local_cores` None) each job has its own allocation; ask for exclusive nodes there if timings
     matter (README, cluster section)."""
     threads = int(cfg.globals["threads"])
-    timed = getattr(layout(paper, figure), "timed_cell", None)
-    if local_cores and timed is not None and timed(build_cell_job(cfg, paper, figure, cell, mode).params):
+    if local_cores and layout(paper, figure).timed_cell(build_cell_job(cfg, paper, figure, cell, mode).params):
         return max(threads, int(local_cores))
     return threads
 
 
 def cell_gpu(cfg, paper: str, figure: str, cell: str, mode: str) -> int:
-    """1 if the cell is worth a GPU (its layout's optional `gpu_cell(params)`: kato2024's MNIST CNN cells, bietti2022's
+    """1 if the cell is worth a GPU (its layout's `gpu_cell(params)`: kato2024's MNIST CNN cells, bietti2022's
     CNN cells), else 0: the `gpu` resource of the cell rule, so that `--resources gpu=1` runs them one at a time on a
     workstation and a cluster profile can send them to GPU nodes. It requests a resource only; the device the job
     computes on is `device:` (auto picks a GPU when one is visible)."""
-    wants = getattr(layout(paper, figure), "gpu_cell", None)
-    if wants is None:
-        return 0
-    return int(bool(wants(build_cell_job(cfg, paper, figure, cell, mode).params)))
+    return int(bool(layout(paper, figure).gpu_cell(build_cell_job(cfg, paper, figure, cell, mode).params)))

@@ -36,3 +36,8 @@ def figure_logs(paper: str, figure: str, mode: str = "none") -> str:
 
 def cell_table(paper: str, figure: str, cell: str, mode: str = "none") -> str:
     return f"{figure_dir(paper, figure, mode)}cells/{cell}.parquet"
+
+
+def bench_log() -> str:
+    """Snakemake's output when `dpfl bench` builds the inputs its cells read."""
+    return f"{REPORT_LOGS}bench/inputs.log"

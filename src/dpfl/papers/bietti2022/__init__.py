@@ -12,12 +12,12 @@ from dpfl.figure import FigureDef
 
 FIGURES = {
     fig: FigureDef(table="dpfl.papers.bietti2022.table:fig1", plot="dpfl.papers.bietti2022.plot:fig1",
-                   kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout",
+                   kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout:GridLayout",
                    cell="dpfl.papers.bietti2022.cell:run_cell")
     for fig in ("fig1a", "fig1b", "fig1c", "fig1d")
 }
 FIGURES["fig2"] = FigureDef(table="dpfl.papers.bietti2022.table:fig2", plot="dpfl.papers.bietti2022.plot:fig2",
-                            kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout",
+                            kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout:GridLayout",
                             cell="dpfl.papers.bietti2022.cell:run_cell")
 
 METHODS_MODULE = "dpfl.papers.bietti2022.methods"

@@ -11,6 +11,7 @@ panel) lists the same grid and reads that figure's cells (`reuse_from: fig2`) wh
 
 from __future__ import annotations
 
+from dpfl.figure import FigureLayout
 import math
 
 #: the prepared dataset of each federated task (the synthetic task is generated in code)
@@ -31,17 +32,6 @@ def level_name(a: float) -> str:
     return "inf" if math.isinf(a) else f"{a:g}"
 
 
-def cells(params: dict) -> list[str]:
-    out = []
-    for gid, grid in params["grids"].items():
-        levels = [level(a) for a in grid["levels"]]
-        if 0.0 in levels:
-            out.append(f"{gid}-local")
-        if any(a > 0 for a in levels):
-            out += [f"{gid}-sigma{float(s):g}" for s in grid["sigmas"]]
-    return out
-
-
 def parse_cell(cell: str) -> tuple[str, float | None]:
     """(grid id, σ) of a cell; σ None for the a = 0 cell."""
     gid, _, rest = cell.rpartition("-")
@@ -55,62 +45,71 @@ def parse_cell(cell: str) -> tuple[str, float | None]:
     raise ValueError(f"bietti2022 cell {cell!r} is neither '<grid>-local' nor '<grid>-sigma<σ>'")
 
 
-def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(prepared datasets, allocations); settings that cannot work stop the DAG here, before any job."""
-    datasets = []
-    for gid, grid in params["grids"].items():
-        if grid["task"] == "synthetic":
-            continue
-        Q, N = int(grid["users_per_round"]), int(grid["users"])
-        if Q > N:
-            raise ValueError(f"config/papers/bietti2022.yaml: params.grids.{gid}.users_per_round: Q = {Q} is larger "
-                             f"than params.grids.{gid}.users N = {N}; allowed: 1 ≤ Q ≤ N (users are sampled at rate "
-                             f"q = Q/N)")
-        datasets.append(TASK_DATASETS[grid["task"]])
-    return tuple(dict.fromkeys(datasets)), ()
-
-
-def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
-    """A cell sees the shared run settings, its grid, its σ (none for the a = 0 cell) and its levels only: editing
-    another σ, level or grid reruns only the cells that use it."""
-    gid, sigma = parse_cell(cell)
-    grid = params["grids"][gid]
-    own = {k: params[k] for k in SHARED if k in params}
-    own.update({k: v for k, v in grid.items() if k not in ("sigmas", "levels")}, grid=gid)
-    own["levels"] = [a for a in grid["levels"] if (level(a) == 0) == (sigma is None)]
-    own["sigmas"] = [] if sigma is None else [sigma]
-    return own, {}
-
-
-def reused_cells(params: dict) -> dict[str, str]:
-    """{cell: figure}: every cell from `reuse_from`, read there when both jobs are identical (dpfl.jobs.cell_sources)."""
-    source = params.get("reuse_from")
-    return {cell: source for cell in cells(params)} if source else {}
-
-
-def bench_params(params: dict, units: int) -> dict:
-    """The benchmark's reduced run of a cell: `units` rounds."""
-    return {**params, "rounds": int(units)}
-
-
 def evaluation_rounds(rounds: int, every: int | None) -> set[int]:
     """The rounds evaluated (before that round's update; `rounds` = after the last): every round when `every` is
     None (the synthetic task), else 0, every, 2·every, … and the last (spec §2)."""
     return set(range(rounds + 1)) if every is None else set(range(0, rounds, int(every))) | {rounds}
 
 
-def bench_evaluations(params: dict, rounds: int) -> int:
-    """How many evaluations a cell with these params makes in `rounds` rounds (dpfl.bench projects their time apart
-    from the rounds')."""
-    return len(evaluation_rounds(rounds, None if params["task"] == "synthetic" else params["eval_every"]))
+class GridLayout(FigureLayout):
+    """Figs 1a-d, 2: per grid, "<grid>-local" (a = 0) and "<grid>-sigma<σ>" (every a > 0 and η at σ)."""
+
+    def cells(self, params: dict) -> list[str]:
+        out = []
+        for gid, grid in params["grids"].items():
+            levels = [level(a) for a in grid["levels"]]
+            if 0.0 in levels:
+                out.append(f"{gid}-local")
+            if any(a > 0 for a in levels):
+                out += [f"{gid}-sigma{float(s):g}" for s in grid["sigmas"]]
+        return out
+
+    def needs(self, params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(prepared datasets, allocations); settings that cannot work stop the DAG here, before any job."""
+        datasets = []
+        for gid, grid in params["grids"].items():
+            if grid["task"] == "synthetic":
+                continue
+            Q, N = int(grid["users_per_round"]), int(grid["users"])
+            if Q > N:
+                raise ValueError(f"config/papers/bietti2022.yaml: params.grids.{gid}.users_per_round: Q = {Q} is larger "
+                                 f"than params.grids.{gid}.users N = {N}; allowed: 1 ≤ Q ≤ N (users are sampled at rate "
+                                 f"q = Q/N)")
+            datasets.append(TASK_DATASETS[grid["task"]])
+        return tuple(dict.fromkeys(datasets)), ()
+
+    def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
+        """A cell sees the shared run settings, its grid, its σ (none for the a = 0 cell) and its levels only: editing
+        another σ, level or grid reruns only the cells that use it."""
+        gid, sigma = parse_cell(cell)
+        grid = params["grids"][gid]
+        own = {k: params[k] for k in SHARED if k in params}
+        own.update({k: v for k, v in grid.items() if k not in ("sigmas", "levels")}, grid=gid)
+        own["levels"] = [a for a in grid["levels"] if (level(a) == 0) == (sigma is None)]
+        own["sigmas"] = [] if sigma is None else [sigma]
+        return own, {}
+
+    def reused_cells(self, params: dict) -> dict[str, str]:
+        """{cell: figure}: every cell from `reuse_from`, read there when both jobs are identical (dpfl.jobs.cell_sources)."""
+        source = params.get("reuse_from")
+        return {cell: source for cell in self.cells(params)} if source else {}
+
+    def gpu_cell(self, params: dict) -> bool:
+        """A cell worth a GPU (dpfl.jobs.cell_gpu): the CNN grids (Fig 1d, Fig 2's EMNIST CNN panel)."""
+        return params.get("model", "linear") == "cnn"
+
+    def bench_units(self, params: dict) -> tuple[int, str]:
+        """Rounds of the figure's runs where configured (federated tasks with `rounds: null` take T from the data:
+        their cells report it, dpfl.bench uses that) and their name."""
+        return max([int(g["rounds"]) for g in params["grids"].values() if g.get("rounds")] or [0]), "round"
 
 
-def bench_units(params: dict) -> tuple[int, str]:
-    """Rounds of the figure's runs where configured (federated tasks with `rounds: null` take T from the data:
-    their cells report it, dpfl.bench uses that) and their name."""
-    return max([int(g["rounds"]) for g in params["grids"].values() if g.get("rounds")] or [0]), "round"
+    def bench_params(self, params: dict, units: int) -> dict:
+        """The benchmark's reduced run of a cell: `units` rounds."""
+        return {**params, "rounds": int(units)}
 
+    def bench_evaluations(self, params: dict, rounds: int) -> int:
+        """How many evaluations a cell with these params makes in `rounds` rounds (dpfl.bench projects their time apart
+        from the rounds')."""
+        return len(evaluation_rounds(rounds, None if params["task"] == "synthetic" else params["eval_every"]))
 
-def gpu_cell(params: dict) -> bool:
-    """A cell worth a GPU (dpfl.jobs.cell_gpu): the CNN grids (Fig 1d, Fig 2's EMNIST CNN panel)."""
-    return params.get("model", "linear") == "cnn"

@@ -13,16 +13,16 @@ from dpfl.figure import AllocationKind, FigureDef
 FIGURES = {
     "fig2": FigureDef(table="dpfl.papers.kato2024.table:fig2", plot="dpfl.papers.kato2024.plot:fig2", has_compat=True),
     **{fig: FigureDef(table="dpfl.papers.kato2024.table:curves", plot="dpfl.papers.kato2024.plot:curves",
-                      kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.layout",
+                      kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.layout:TrainingLayout",
                       cell="dpfl.papers.kato2024.cell:run_cell")
        for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10a", "fig10b")},
     # the private weighting protocol's phase times (spec §6-§7)
     **{fig: FigureDef(table="dpfl.papers.kato2024.protocol:table", plot=f"dpfl.papers.kato2024.protocol_plot:{fig}",
-                      markdown="dpfl.papers.kato2024.protocol_plot:phase_markdown", kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.protocol",
+                      markdown="dpfl.papers.kato2024.protocol_plot:phase_markdown", kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.protocol:ProtocolLayout",
                       cell="dpfl.papers.kato2024.protocol:run_cell")
        for fig in ("fig11", "fig12")},
     "fig13": FigureDef(table="dpfl.papers.kato2024.bars:table", plot="dpfl.papers.kato2024.bars_plot:bars",
-                       kind="experiment", layout="dpfl.papers.kato2024.bars", cell="dpfl.papers.kato2024.bars:run_cell"),
+                       kind="experiment", layout="dpfl.papers.kato2024.bars:RecordsLayout", cell="dpfl.papers.kato2024.bars:run_cell"),
 }
 
 METHODS_MODULE = "dpfl.papers.kato2024.methods"

@@ -3,7 +3,7 @@ silos. One cell per panel (one allocation instance: <distribution>-U<U>-S<S>-see
 training records of user u in silo s (records with `train_mask`: the unused local test split is not counted, spec
 §2.1); the table turns the counts into stacked bars (x = user id, one curve per silo) and the S-K13 diagnostics.
 
-This module is the figure's layout (`cells`, `needs`, `cell_params`: import-light, read when the DAG is built), its
+This module is the figure's layout (`RecordsLayout`: import-light, read when the DAG is built), its
 cell (`run_cell`) and its table (`table`); the plot is in `bars_plot`.
 
 Table rows (column `quantity`), per panel:
@@ -19,6 +19,7 @@ The two summary rows are what S-K13 checks (`bounds`), with x = the allocation's
 
 from __future__ import annotations
 
+from dpfl.figure import FigureLayout
 from dpfl.papers.kato2024.layout import panel_of, seed_allocation
 
 SUMMARIES = {"mean_largest_silo_share": "mean largest-silo share", "cv_of_totals": "CV of per-user totals"}
@@ -26,22 +27,23 @@ SUMMARIES = {"mean_largest_silo_share": "mean largest-silo share", "cv_of_totals
 
 # ------------------------------------------------------------------------------------------------ layout
 
-def cells(params: dict) -> list[str]:
-    """One cell per panel, named by the panel id."""
-    return [panel["id"] for panel in params["panels"]]
+class RecordsLayout(FigureLayout):
+    """Fig 13: one cell per panel (one allocation instance), named by the panel id; nothing worth timing."""
 
+    def cells(self, params: dict) -> list[str]:
+        """One cell per panel, named by the panel id."""
+        return [panel["id"] for panel in params["panels"]]
 
-def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The prepared dataset (its provenance says whether the table is a stand-in's) and every panel's allocation."""
-    names = [seed_allocation(params, panel, params["seed"]) for panel in params["panels"]]
-    return (params["dataset"],), tuple(dict.fromkeys(names))
+    def needs(self, params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The prepared dataset (its provenance says whether the table is a stand-in's) and every panel's allocation."""
+        names = [seed_allocation(params, panel, params["seed"]) for panel in params["panels"]]
+        return (params["dataset"],), tuple(dict.fromkeys(names))
 
-
-def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
-    """A cell depends on its own panel only."""
-    own = {k: v for k, v in params.items() if k != "panels"}
-    own["panels"] = [panel_of(params, cell)]
-    return own, {}
+    def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
+        """A cell depends on its own panel only."""
+        own = {k: v for k, v in params.items() if k != "panels"}
+        own["panels"] = [panel_of(params, cell)]
+        return own, {}
 
 
 # ------------------------------------------------------------------------------------------------ cell

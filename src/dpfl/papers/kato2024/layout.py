@@ -4,6 +4,7 @@ allocation of every seed."""
 
 from __future__ import annotations
 
+from dpfl.figure import FigureLayout
 from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS
 from dpfl.papers.kato2024.methods import BY_ID
 
@@ -17,11 +18,6 @@ def method_cells(params: dict) -> list[tuple[str, float | None]]:
         else:
             out.append((mid, None))
     return out
-
-
-def cells(params: dict) -> list[str]:
-    return [f"{panel['id']}-{mid}" + ("" if q is None else f"-q{q:g}")
-            for panel in params["panels"] for mid, q in method_cells(params)]
 
 
 def parse_cell(cell: str) -> tuple[str, str, float | None]:
@@ -46,57 +42,60 @@ def seed_allocation(params: dict, panel: dict, seed: int) -> str:
             f"-seed{int(seed)}")
 
 
-def reused_cells(params: dict) -> dict[str, str]:
-    """{cell: figure}: cells that are the same run as that figure's cell of the same name (`reuse_cells` in the
-    figure's params); dpfl.jobs.cell_sources reads it there when both jobs are identical."""
-    return dict(params.get("reuse_cells") or {})
-
-
 #: the distributions of spec §2 each dataset's allocation family supports
 DISTRIBUTIONS = {"creditcard": RECORD_KINDS, "mnist": RECORD_KINDS, "heart_disease": FLAMBY_KINDS,
                  "tcga_brca": FLAMBY_KINDS}
 
 
-def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(prepared datasets, allocations) of the figure; a panel whose distribution its dataset does not support stops
-    the DAG before any job (config/papers/kato2024.yaml, the panel's `distribution`)."""
-    for i, panel in enumerate(params["panels"]):
-        allowed = DISTRIBUTIONS[params["dataset"]]
-        if panel["distribution"] not in allowed:
-            raise ValueError(f"config/papers/kato2024.yaml: params.panels[{i}] (id {panel['id']}).distribution: "
-                             f"{panel['distribution']!r} is not allowed for {params['dataset']}; allowed: "
-                             f"{', '.join(allowed)} (spec §2)")
-    names = [seed_allocation(params, panel, s) for panel in params["panels"] for s in params["seeds"]]
-    return (params["dataset"],), tuple(dict.fromkeys(names))
+class TrainingLayout(FigureLayout):
+    """Figs 4-10: one cell per (panel, method[, sampling rate]), named "<panel>-<method id>[-q<q>]", each reading the
+    panel's allocation of every seed."""
 
+    def cells(self, params: dict) -> list[str]:
+        return [f"{panel['id']}-{mid}" + ("" if q is None else f"-q{q:g}")
+                for panel in params["panels"] for mid, q in method_cells(params)]
 
-def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
-    """What one cell depends on: its panel, its method's hyper-parameters and the shared run settings (so editing
-    another method's hyper-parameters or another panel reruns only those cells)."""
-    panel_id, mid, q = parse_cell(cell)
-    method = BY_ID[mid]
-    own = {k: v for k, v in params.items() if k not in ("panels", "hyper", "methods", "sampling_rates", "reuse_cells")}
-    panel = dict(panel_of(params, panel_id))
-    # a panel may override its methods' hyper-parameters (MNIST: ULDP-AVG's η_g is 10 at U = 100, 100 at U = 10000)
-    override = (panel.pop("hyper", None) or {}).get(method.hyper, {})
-    own["panels"] = [panel]
-    own["hyper"] = {method.hyper: {**params["hyper"][method.hyper], **override}}
-    own["methods"] = [mid]
-    if q is not None:
-        own["sampling_rates"] = [q]
-    return own, {}
+    def needs(self, params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(prepared datasets, allocations) of the figure; a panel whose distribution its dataset does not support stops
+        the DAG before any job (config/papers/kato2024.yaml, the panel's `distribution`)."""
+        for i, panel in enumerate(params["panels"]):
+            allowed = DISTRIBUTIONS[params["dataset"]]
+            if panel["distribution"] not in allowed:
+                raise ValueError(f"config/papers/kato2024.yaml: params.panels[{i}] (id {panel['id']}).distribution: "
+                                 f"{panel['distribution']!r} is not allowed for {params['dataset']}; allowed: "
+                                 f"{', '.join(allowed)} (spec §2)")
+        names = [seed_allocation(params, panel, s) for panel in params["panels"] for s in params["seeds"]]
+        return (params["dataset"],), tuple(dict.fromkeys(names))
 
+    def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
+        """What one cell depends on: its panel, its method's hyper-parameters and the shared run settings (so editing
+        another method's hyper-parameters or another panel reruns only those cells)."""
+        panel_id, mid, q = parse_cell(cell)
+        method = BY_ID[mid]
+        own = {k: v for k, v in params.items() if k not in ("panels", "hyper", "methods", "sampling_rates", "reuse_cells")}
+        panel = dict(panel_of(params, panel_id))
+        # a panel may override its methods' hyper-parameters (MNIST: ULDP-AVG's η_g is 10 at U = 100, 100 at U = 10000)
+        override = (panel.pop("hyper", None) or {}).get(method.hyper, {})
+        own["panels"] = [panel]
+        own["hyper"] = {method.hyper: {**params["hyper"][method.hyper], **override}}
+        own["methods"] = [mid]
+        if q is not None:
+            own["sampling_rates"] = [q]
+        return own, {}
 
-def bench_params(params: dict, units: int) -> dict:
-    """The benchmark's reduced run of a cell: every seed (batched, as the real job), `units` rounds."""
-    return {**params, "rounds": int(units)}
+    def reused_cells(self, params: dict) -> dict[str, str]:
+        """{cell: figure}: cells that are the same run as that figure's cell of the same name (`reuse_cells` in the
+        figure's params); dpfl.jobs.cell_sources reads it there when both jobs are identical."""
+        return dict(params.get("reuse_cells") or {})
 
+    def gpu_cell(self, params: dict) -> bool:
+        """A cell worth a GPU (dpfl.jobs.cell_gpu): MNIST's CNN (Figs 5, 10(b)); the other models are tiny."""
+        return params["dataset"] == "mnist"
 
-def bench_units(params: dict) -> tuple[int, str]:
-    """How many units of work the full figure runs per cell, and their name (rounds, all seeds batched)."""
-    return int(params["rounds"]), "round"
+    def bench_units(self, params: dict) -> tuple[int, str]:
+        """How many units of work the full figure runs per cell, and their name (rounds, all seeds batched)."""
+        return int(params["rounds"]), "round"
 
-
-def gpu_cell(params: dict) -> bool:
-    """A cell worth a GPU (dpfl.jobs.cell_gpu): MNIST's CNN (Figs 5, 10(b)); the other models are tiny."""
-    return params["dataset"] == "mnist"
+    def bench_params(self, params: dict, units: int) -> dict:
+        """The benchmark's reduced run of a cell: every seed (batched, as the real job), `units` rounds."""
+        return {**params, "rounds": int(units)}

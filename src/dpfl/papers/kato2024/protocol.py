@@ -34,6 +34,8 @@ Every row carries the max relative difference between the decrypted and the plai
 
 from __future__ import annotations
 
+from dpfl.figure import FigureLayout
+
 IMPLEMENTATIONS = ("fast", "reference")
 PHASES = ("key exchange", "blinded histogram", "local training", "aggregation")
 #: the phases that run every round (the others once per run of -w)
@@ -58,13 +60,6 @@ def settings(params: dict) -> list[tuple[int, int]]:
     return list(dict.fromkeys(out))
 
 
-def cells(params: dict) -> list[str]:
-    impls = params["implementations"]
-    if is_fig11(params):
-        return [f"{p['id']}-{impl}" for p in params["panels"] for impl in impls]
-    return [f"h{h}-U{u}-{impl}" for h, u in settings(params) for impl in impls]
-
-
 def parse_cell(cell: str) -> tuple[str, str]:
     """"heart100-fast" -> ("heart100", "fast"); "h2-U20-reference" -> ("h2-U20", "reference")."""
     setting, _, impl = cell.rpartition("-")
@@ -86,59 +81,65 @@ def panel_allocation(panel: dict, seed: int) -> str:
     return f"kato2024-{panel['allocation']}/{panel['distribution']}-U{int(panel['users'])}-S{int(panel['silos'])}-seed{int(seed)}"
 
 
-def needs(params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Fig 11: the panels' datasets and allocations of every seed; Fig 12: nothing (generated in the cell)."""
-    if not is_fig11(params):
-        return (), ()
-    datasets = tuple(dict.fromkeys(p["dataset"] for p in params["panels"]))
-    names = [panel_allocation(p, s) for p in params["panels"] for s in params["seeds"]]
-    return datasets, tuple(dict.fromkeys(names))
+class ProtocolLayout(FigureLayout):
+    """Figs 11 ("<panel>-<implementation>") and 12 ("h<width>-U<users>-<implementation>"): every cell times the
+    protocol's phases."""
 
+    def cells(self, params: dict) -> list[str]:
+        impls = params["implementations"]
+        if is_fig11(params):
+            return [f"{p['id']}-{impl}" for p in params["panels"] for impl in impls]
+        return [f"h{h}-U{u}-{impl}" for h, u in settings(params) for impl in impls]
 
-def cell_params(params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
-    """A cell depends on its own setting and implementation and the shared run settings."""
-    setting, impl = parse_cell(cell)
-    own = {k: v for k, v in params.items() if k not in ("panels", "hidden", "users", "implementations")}
-    own["implementation"] = impl
-    if is_fig11(params):
-        own["panel"] = next(p for p in params["panels"] if p["id"] == setting)
-    else:
-        own["hidden"], own["users"] = parse_setting(setting)
-    return own, {}
+    def needs(self, params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Fig 11: the panels' datasets and allocations of every seed; Fig 12: nothing (generated in the cell)."""
+        if not is_fig11(params):
+            return (), ()
+        datasets = tuple(dict.fromkeys(p["dataset"] for p in params["panels"]))
+        names = [panel_allocation(p, s) for p in params["panels"] for s in params["seeds"]]
+        return datasets, tuple(dict.fromkeys(names))
 
-
-def timed_cell(params: dict) -> bool:
-    """Every cell measures wall-clock time: a local run gives it the machine alone (dpfl.jobs.cell_threads)."""
-    return True
-
-
-def bench_params(params: dict, units: int) -> dict:
-    """The benchmark's reduced run of a cell: the first `units` runs (seeds), every round (the fast weighting's reuse
-    of c_u shows only from round 2)."""
-    return {**params, "seeds": list(params["seeds"])[: max(1, int(units))]}
-
-
-def bench_units(params: dict) -> tuple[int, str]:
-    return len(params["seeds"]), "run"
-
-
-def bench_side_by_side(results: dict[str, dict]) -> list[str]:
-    """Lines of the benchmark's phase table: per setting and phase, mean seconds of each implementation and the
-    speed-up; `results` {cell: {phase: mean seconds}} (dpfl.bench)."""
-    by_setting: dict = {}
-    for cell, phases in results.items():
+    def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
+        """A cell depends on its own setting and implementation and the shared run settings."""
         setting, impl = parse_cell(cell)
-        by_setting.setdefault(setting, {})[impl] = phases
-    out = [f"  {'setting':10s} {'phase':28s} {'fast s':>9s} {'reference s':>12s} {'speed-up':>9s}"]
-    for setting, impls in by_setting.items():
-        for phase in (*PHASES, "local training (rounds ≥ 2)"):
-            f, r = (impls.get(i, {}).get(phase) for i in IMPLEMENTATIONS)
-            if f is None and r is None:
-                continue
-            sp = f"{r / f:8.1f}×" if f and r else ""
-            out.append(f"  {setting:10s} {phase:28s} {'' if f is None else f'{f:9.3f}':>9s} "
-                       f"{'' if r is None else f'{r:12.3f}':>12s} {sp:>9s}")
-    return out
+        own = {k: v for k, v in params.items() if k not in ("panels", "hidden", "users", "implementations")}
+        own["implementation"] = impl
+        if is_fig11(params):
+            own["panel"] = next(p for p in params["panels"] if p["id"] == setting)
+        else:
+            own["hidden"], own["users"] = parse_setting(setting)
+        return own, {}
+
+    def timed_cell(self, params: dict) -> bool:
+        """Every cell measures wall-clock time: a local run gives it the machine alone (dpfl.jobs.cell_threads)."""
+        return True
+
+    def bench_units(self, params: dict) -> tuple[int, str]:
+        """A unit is one run (a seed: all its rounds)."""
+        return len(params["seeds"]), "run"
+
+    def bench_params(self, params: dict, units: int) -> dict:
+        """The benchmark's reduced run of a cell: the first `units` runs (seeds), every round (the fast weighting's
+        reuse of c_u shows only from round 2)."""
+        return {**params, "seeds": list(params["seeds"])[: max(1, int(units))]}
+
+    def bench_side_by_side(self, results: dict[str, dict]) -> list[str]:
+        """Lines of the benchmark's phase table: per setting and phase, mean seconds of each implementation and the
+        speed-up; `results` {cell: {phase: mean seconds}} (dpfl.bench)."""
+        by_setting: dict = {}
+        for cell, phases in results.items():
+            setting, impl = parse_cell(cell)
+            by_setting.setdefault(setting, {})[impl] = phases
+        out = [f"  {'setting':10s} {'phase':28s} {'fast s':>9s} {'reference s':>12s} {'speed-up':>9s}"]
+        for setting, impls in by_setting.items():
+            for phase in (*PHASES, "local training (rounds ≥ 2)"):
+                f, r = (impls.get(i, {}).get(phase) for i in IMPLEMENTATIONS)
+                if f is None and r is None:
+                    continue
+                sp = f"{r / f:8.1f}×" if f and r else ""
+                out.append(f"  {setting:10s} {phase:28s} {'' if f is None else f'{f:9.3f}':>9s} "
+                           f"{'' if r is None else f'{r:12.3f}':>12s} {sp:>9s}")
+        return out
 
 
 # ------------------------------------------------------------------------------------------------ cell

@@ -10,7 +10,7 @@ from dpfl.figure import AllocationKind, FigureDef
 FIGURES = {
     fig: FigureDef(table="dpfl.papers.lowy2023.table:aggregate", plot="dpfl.papers.lowy2023.plot:figure",
                    markdown="dpfl.papers.lowy2023.plot:diagnostics_markdown", kind="experiment", has_compat=True,
-                   layout="dpfl.papers.lowy2023.layout", cell="dpfl.papers.lowy2023.cell:run_cell")
+                   layout="dpfl.papers.lowy2023.layout:LowyLayout", cell="dpfl.papers.lowy2023.cell:run_cell")
     for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9")
 }
 

@@ -1,0 +1,164 @@
+"""The figure-family contract (dpfl.figure.FigureLayout) and the benchmark that drives it.
+
+Every registered experiment figure's layout is instantiated and every hook is called on the figure's configured params
+in every mode it has, at every scale: a hook that is missing or crashes on real settings fails here, not in a user's
+`dpfl bench` (as Fig 13's missing `bench_units` once did). `dpfl bench <paper>` runs to the end for every paper with
+the cell runs replaced by a stand-in measurement, and rejects requests that name nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+from pathlib import Path
+
+import pytest
+
+from dpfl import bench, config, jobs
+from dpfl.figure import FigureDef, FigureLayout
+from dpfl.papers import FIGURES, MODES
+
+ROOT = Path(__file__).resolve().parent.parent
+SCALES = ("smoke", "quick", "paper")
+EXPERIMENTS = sorted(key for key, fdef in FIGURES.items() if fdef.layout is not None)
+
+
+@pytest.fixture(scope="module")
+def configs():
+    return {scale: config.load(ROOT, {"scale": scale}) for scale in SCALES}
+
+
+def test_every_experiment_figure_has_a_figure_layout_and_every_analytic_none():
+    assert EXPERIMENTS, "no experiment figure registered"
+    for key, fdef in FIGURES.items():
+        if fdef.kind == "experiment":
+            lay = jobs.layout(*key)
+            assert isinstance(lay, FigureLayout) and not inspect.isabstract(type(lay)), key
+        else:
+            assert fdef.layout is None and fdef.cell is None, key
+            with pytest.raises(ValueError, match="analytic"):
+                jobs.layout(*key)
+
+
+def test_a_figure_def_that_mixes_kinds_is_rejected():
+    with pytest.raises(ValueError, match="experiment figure has a layout and a cell"):
+        FigureDef(table="m:t", plot="m:p", kind="experiment")
+    with pytest.raises(ValueError, match="experiment figure has a layout and a cell"):
+        FigureDef(table="m:t", plot="m:p", layout="m:L", cell="m:c")  # kind left analytic
+
+
+def test_the_contract_requires_the_three_layout_hooks():
+    class Incomplete(FigureLayout):
+        def cells(self, params):
+            return []
+
+    with pytest.raises(TypeError, match="cell_params|needs"):
+        Incomplete()
+
+
+@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize("key", EXPERIMENTS, ids=lambda k: "/".join(k))
+def test_every_hook_runs_on_the_configured_params(configs, scale, key):
+    cfg = configs[scale]
+    paper, figure = key
+    if figure not in cfg.papers[paper]["figures"]:
+        pytest.skip(f"{paper}/{figure} is not configured")
+    lay = jobs.layout(paper, figure)
+    for mode in MODES if FIGURES[key].has_compat else ("none",):
+        params = cfg.figure_params(paper, figure, mode)
+        cells = lay.cells(params)
+        assert cells and len(set(cells)) == len(cells), (key, mode, cells)
+        datasets, allocations = lay.needs(params)
+        assert isinstance(datasets, tuple) and isinstance(allocations, tuple)
+        for a in allocations:
+            cfg.allocation(a)  # every allocation it reads is configured (raises ConfigError otherwise)
+        reused = lay.reused_cells(params)
+        assert set(reused) <= set(cells) and all(f in cfg.papers[paper]["figures"] for f in reused.values())
+        units = lay.bench_units(params)
+        assert units is None or (isinstance(units[0], int) and units[0] >= 0 and isinstance(units[1], str))
+        for cell in cells:
+            job = jobs.build_cell_job(cfg, paper, figure, cell, mode)
+            assert isinstance(lay.timed_cell(job.params), bool) and isinstance(lay.gpu_cell(job.params), bool)
+            assert jobs.cell_threads(cfg, paper, figure, cell, mode, 2) >= 1
+            if units is not None:
+                reduced = lay.bench_params(job.params, 1)
+                assert isinstance(reduced, dict) and reduced != job.params or units[0] <= 1
+                assert lay.bench_evaluations(job.params, units[0]) >= 0
+        assert isinstance(lay.bench_side_by_side({}), list)
+
+
+@pytest.mark.parametrize("module", ["jobs", "bench"])
+def test_jobs_and_bench_call_the_contract_and_never_look_hooks_up(module):
+    tree = ast.parse((ROOT / "src/dpfl" / f"{module}.py").read_text())
+    names = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert not names & {"getattr", "hasattr"}, f"dpfl/{module}.py looks hooks up by name"
+
+
+def _fake_child(seen):
+    """Stands in for the cell's subprocess: records the job and reports a measurement in the child's format."""
+    def run(job, inputs, env, threads=1):
+        seen.append((job.figure, job.cell, job.params))
+        return {"phases": {"local training": 0.5} if job.paper == "kato2024" and job.figure in ("fig11", "fig12")
+                else None, "seconds": 2.0, "loop_per_unit": None, "units": None, "configs": None, "per_eval": 0.0,
+                "evals": 0, "gpu_peak_mb": None, "device": "cpu", "peak_mb": 100.0}
+    return run
+
+
+@pytest.mark.parametrize("paper", sorted({p for p, _ in FIGURES}))
+def test_bench_runs_to_the_end_for_every_paper(paper, monkeypatch, capsys):
+    seen, built = [], []
+    monkeypatch.setattr(bench, "_run_child", _fake_child(seen))
+    monkeypatch.setattr(bench, "_build_inputs", lambda root, missing, cores, scale: built.append(missing))
+    bench.bench(paper, None, ROOT, trials=1, scale="paper")
+    out = capsys.readouterr().out
+    cfg = config.load(ROOT, {"scale": "paper"})
+    for figure in cfg.papers[paper]["figures"]:
+        fdef = FIGURES[(paper, figure)]
+        if fdef.layout is None:
+            assert f"{figure}: analytic" in out
+        elif jobs.layout(paper, figure).bench_units(cfg.figure_params(paper, figure, "none")) is None:
+            assert f"{figure}: nothing to time" in out
+        else:
+            timed = [c for f, c, _ in seen if f == figure]
+            assert timed == jobs.cell_ids(cfg, paper, figure, "none")
+            assert f"  {figure}: " in out and "projected at" in out
+    if paper == "kato2024":
+        assert "fig13: nothing to time" in out and "speed-up" in out  # the protocol's side-by-side table
+
+
+def test_bench_times_the_reduced_run_of_the_full_job(monkeypatch):
+    seen = []
+    monkeypatch.setattr(bench, "_run_child", _fake_child(seen))
+    monkeypatch.setattr(bench, "_build_inputs", lambda *a: None)
+    bench.bench("lowy2023", ["fig4"], ROOT, trials=3, cells=["a-noisy_mb_sgd"], scale="paper")
+    cfg = config.load(ROOT, {"scale": "paper"})
+    full = jobs.build_cell_job(cfg, "lowy2023", "fig4", "a-noisy_mb_sgd", "none")
+    assert seen == [("fig4", "a-noisy_mb_sgd", {**full.params, "trials": 3})]
+    assert dataclasses.replace(full, params=seen[0][2]).params["trials"] == 3
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("nope", None, 1, None), "unknown paper 'nope'; papers: asoodeh2021"),
+    (("kato2024", ["fig99"], 1, None), "kato2024 has no figure 'fig99'; figures: fig10a"),
+    (("kato2024", None, 0, None), "--trials must be ≥ 1"),
+    (("kato2024", ["fig13"], 1, ["zz"]), "no cell 'zz' in kato2024 fig13; cells: a, b"),
+    (("balle2020", None, 1, ["a"]), "cells: none (analytic figures)"),
+])
+def test_bench_rejects_requests_that_name_nothing(configs, args, needle):
+    paper, figures, trials, cells = args
+    with pytest.raises(bench.BenchError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        bench.plan(configs["paper"], paper, figures, trials, cells)
+
+
+def test_bench_cli_exits_nonzero_with_one_line(monkeypatch):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "dpfl", "bench", "kato2024", "--figures", "fig13", "--cells", "zz"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "dpfl bench: error: no cell 'zz'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "dpfl", "bench", "kato2024", "--trials", "0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "trials must be ≥ 1" in proc.stderr
