@@ -18,6 +18,9 @@ from dpfl.papers.kato2024.allocation import build_flamby
 from dpfl.papers.kato2024.cell import run_cell
 from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
 from dpfl.papers.kato2024.table import curves
+from dpfl.papers.kato2024.layout import TrainingLayout
+
+LAYOUT = TrainingLayout()
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,7 +39,7 @@ PARAMS = {
 
 
 def test_cells_are_panel_method_and_sampling_rate():
-    cells = layout.cells(PARAMS)
+    cells = LAYOUT.cells(PARAMS)
     assert cells[:6] == ["a-default", "a-uldp_group_2", "a-uldp_sgd", "a-uldp_avg", "a-uldp_avg_w", "a-uldp_avg_ws-q0.5"]
     assert len(cells) == 12
     assert layout.parse_cell("b-uldp_avg_ws-q0.5") == ("b", "uldp_avg_ws", 0.5)
@@ -45,20 +48,20 @@ def test_cells_are_panel_method_and_sampling_rate():
 
 
 def test_needs_one_allocation_per_panel_and_seed():
-    datasets, allocations = layout.needs(PARAMS)
+    datasets, allocations = LAYOUT.needs(PARAMS)
     assert datasets == ("tcga_brca",)
     assert allocations == ("kato2024-tcga_brca/uniform-U6-S2-seed0", "kato2024-tcga_brca/uniform-U6-S2-seed1",
                            "kato2024-tcga_brca/zipf-U6-S2-seed0", "kato2024-tcga_brca/zipf-U6-S2-seed1")
 
 
 def test_a_cell_depends_only_on_its_method_and_panel():
-    own, _ = layout.cell_params(PARAMS, {}, "a-uldp_avg")
+    own, _ = LAYOUT.cell_params(PARAMS, {}, "a-uldp_avg")
     other = {**PARAMS, "hyper": {**PARAMS["hyper"], "sgd": {"eta_g": 1.0, "clip": 0.5}},
              "panels": [PARAMS["panels"][0], {**PARAMS["panels"][1], "users": 9}]}
-    assert layout.cell_params(other, {}, "a-uldp_avg")[0] == own
+    assert LAYOUT.cell_params(other, {}, "a-uldp_avg")[0] == own
     changed = {**PARAMS, "hyper": {**PARAMS["hyper"], "avg": {**PARAMS["hyper"]["avg"], "clip": 0.2}}}
-    assert layout.cell_params(changed, {}, "a-uldp_avg")[0] != own
-    assert layout.cell_params(PARAMS, {}, "a-uldp_avg_ws-q0.5")[0]["sampling_rates"] == [0.5]
+    assert LAYOUT.cell_params(changed, {}, "a-uldp_avg")[0] != own
+    assert LAYOUT.cell_params(PARAMS, {}, "a-uldp_avg_ws-q0.5")[0]["sampling_rates"] == [0.5]
 
 
 # ------------------------------------------------------------------------------------------ one cell
@@ -76,7 +79,7 @@ def fixture(tmp_path_factory):
                 "train": np.tile(np.r_[np.ones(20, bool), np.zeros(10, bool)], 2), "centers": np.array(["c0", "c1"])}
     np.savez(d / "tcga_brca.npz", **prepared)
     allocations = {}
-    for name in layout.needs(PARAMS)[1]:
+    for name in LAYOUT.needs(PARAMS)[1]:
         panel = next(p for p in PARAMS["panels"] if f"/{p['distribution']}-" in name)
         seed = int(name.rsplit("seed", 1)[1])
         alloc = build_flamby(prepared, {"dataset": "tcga_brca", "distribution": panel["distribution"], "users": 6,
@@ -89,7 +92,7 @@ def fixture(tmp_path_factory):
 
 
 def job(cell: str, params=PARAMS) -> CellJob:
-    own, settings = layout.cell_params(params, {}, cell)
+    own, settings = LAYOUT.cell_params(params, {}, cell)
     return CellJob(paper="kato2024", figure="figX", cell=cell, mode="none", scale="smoke", seed=0, device="cpu",
                    params=own, settings=settings)
 
@@ -223,4 +226,4 @@ def test_a_distribution_the_dataset_does_not_support_stops_before_any_job():
     bad = {**PARAMS, "panels": [{"id": "a", "users": 6, "distribution": "zipf-noniid", "silos": 2}]}
     with pytest.raises(ValueError, match=r"panels\[0\] \(id a\)\.distribution: 'zipf-noniid' is not allowed for "
                                          r"tcga_brca; allowed: uniform, zipf"):
-        layout.needs(bad)
+        LAYOUT.needs(bad)
