@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from dpfl.papers.bietti2022.layout import GridLayout
 from dpfl.papers.bietti2022.methods import PPSGD, epsilon_curve
 from dpfl.papers.bietti2022.ppsgd import Batch, Grid, Synthetic, excess_risk, grid_tensors, ppsgd_round, step_sizes
+
+LAYOUT = GridLayout()
 
 DT = torch.float64
 
@@ -212,13 +215,11 @@ def test_cell_is_reproducible_and_records_epsilon():
     from dpfl.jobs import CellJob
     from dpfl.papers.bietti2022.cell import run_cell
 
-    from dpfl.papers.bietti2022 import layout
-
     figure = {"grids": {"syn": {"task": "synthetic", "synthetic": {"n_users": 9, "dim": 5, "personal": 2}, "rounds": 6,
                                 "clip": 1.0, "sigmas": [2.0], "levels": [0, 0.5, "inf"], "etas": [0.1, 0.5]}},
               "delta": 1e-4, "seeds": [0, 1]}
-    assert layout.cells(figure) == ["syn-local", "syn-sigma2"]
-    params, _ = layout.cell_params(figure, {}, "syn-sigma2")
+    assert LAYOUT.cells(figure) == ["syn-local", "syn-sigma2"]
+    params, _ = LAYOUT.cell_params(figure, {}, "syn-sigma2")
     assert params["levels"] == [0.5, "inf"] and params["sigmas"] == [2.0] and params["grid"] == "syn"
     job = CellJob("bietti2022", "fig1a", "syn-sigma2", "none", "smoke", 0, "cpu", params, {})
     a, b = run_cell(job, {}, lambda m: None), run_cell(job, {}, lambda m: None)
