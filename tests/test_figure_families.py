@@ -162,3 +162,81 @@ def test_bench_cli_exits_nonzero_with_one_line(monkeypatch):
     proc = subprocess.run([sys.executable, "-m", "dpfl", "bench", "kato2024", "--trials", "0"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "trials must be ≥ 1" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------------ generated schemas
+
+def test_each_paper_schema_takes_its_figure_ids_from_the_registry():
+    import yaml
+
+    from dpfl.papers import REGISTRY
+
+    for paper, pdef in REGISTRY.items():
+        schema = yaml.safe_load((ROOT / "workflow/schemas/papers" / f"{paper}.schema.yaml").read_text())
+        assert schema["properties"]["figures"]["$ref"] == f"urn:dpfl:{paper}:figures", paper
+        assert "properties" not in schema["properties"]["figures"], f"{paper}: figure ids are generated, not listed"
+        generated = config._figures_schema(paper, ROOT / "workflow/schemas/papers")
+        assert set(generated["properties"]) == set(pdef.figures)
+        for fig, fdef in pdef.figures.items():
+            assert fdef.schema in schema["$defs"], f"{paper}/{fig}: no $defs entry {fdef.schema!r}"
+
+
+def test_kato2024_method_ids_and_hyper_families_are_generated_from_the_method_registry():
+    import yaml
+
+    from dpfl.papers.kato2024.layout import schema_fragments
+    from dpfl.papers.kato2024.methods import BY_ID
+
+    fragments = schema_fragments()
+    assert fragments["method-id"]["enum"] == list(BY_ID)
+    assert set(fragments["hyper-family"]["enum"]) == {m.hyper for m in BY_ID.values()}
+    text = (ROOT / "workflow/schemas/papers/kato2024.schema.yaml").read_text()
+    assert "uldp_avg_ws]" not in text and "fedavg: {$ref" not in text  # nothing restated by hand
+    schema = yaml.safe_load(text)
+    params = schema["$defs"]["training_figure"]["properties"]["params"]["properties"]
+    assert params["methods"]["items"] == {"$ref": "urn:dpfl:kato2024:method-id"}
+    assert params["hyper"]["propertyNames"] == {"$ref": "urn:dpfl:kato2024:hyper-family"}
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_an_unknown_figure_or_hyper_family_names_file_key_and_allowed(project):
+    paper_file = project / "config/papers/kato2024.yaml"
+    _edit(paper_file, "\n  fig13:\n", "\n  fig99:\n")
+    with pytest.raises(config.ConfigError, match=r"(?s)kato2024\.yaml.*figures: unknown key 'fig99' \(did you mean 'fig9'\?\); allowed keys: .*fig13"):
+        config.load(project)
+    _edit(paper_file, "\n  fig99:\n", "\n  fig13:\n")
+    _edit(paper_file, "      fedavg:", "      fedavgg:")
+    with pytest.raises(config.ConfigError, match=r"(?s)kato2024\.yaml.*hyper.*'fedavgg'") as err:
+        config.load(project)
+    assert "naive" in str(err.value)  # the registered families are listed
+
+
+def test_a_figure_of_an_existing_family_is_one_registry_entry_and_its_yaml(project, monkeypatch):
+    """kato2024 "fig6b": Fig 6's family, registered in code and written in the paper file; no schema or rule edit;
+    the DAG's jobs build and its cells are Fig 6's cells (at paper scale: a reduced scale applies only the overlay
+    entries config/scales/<scale>.yaml has for it)."""
+    import yaml
+
+    from dpfl.papers import REGISTRY
+
+    fdef = FIGURES[("kato2024", "fig6")]
+    monkeypatch.setitem(REGISTRY["kato2024"].figures, "fig6b", fdef)
+    monkeypatch.setitem(FIGURES, ("kato2024", "fig6b"), fdef)
+    config._validator_cached.cache_clear()  # the generated figures schema is read from the registry once
+    try:
+        paper_file = project / "config/papers/kato2024.yaml"
+        data = yaml.safe_load(paper_file.read_text())
+        data["figures"]["fig6b"] = data["figures"]["fig6"]
+        paper_file.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        cfg = config.load(project, {"scale": "paper"})
+        assert "fig6b" in cfg.papers["kato2024"]["figures"]
+        assert jobs.cell_ids(cfg, "kato2024", "fig6b", "none") == jobs.cell_ids(cfg, "kato2024", "fig6", "none")
+        job = jobs.build_cell_job(cfg, "kato2024", "fig6b", "a-uldp_avg", "none")
+        assert job.params == jobs.build_cell_job(cfg, "kato2024", "fig6", "a-uldp_avg", "none").params
+    finally:
+        config._validator_cached.cache_clear()

@@ -61,11 +61,18 @@ def edit_in_figure(project: Path, figure: str, old: str, new: str, paper_file: s
 
 
 def allowed(*keys: str) -> str:
-    """The enum of a training figure's params key in the kato2024 schema, as the error lists it."""
+    """The enum of a training figure's params key in the kato2024 schema (or the fragment generated from the
+    registry that it `$ref`s, urn:dpfl:kato2024:<name>), as the error lists it."""
+    from dpfl.papers.kato2024.layout import schema_fragments
+
     node = yaml.safe_load((ROOT / "workflow/schemas/papers/kato2024.schema.yaml").read_text())
     node = node["$defs"]["training_figure"]["properties"]["params"]["properties"]
     for key in keys:
         node = node[key]
+    if "$ref" in node:
+        prefix, _, name = node["$ref"].rpartition(":")
+        assert prefix == "urn:dpfl:kato2024", node
+        node = schema_fragments()[name]
     return ", ".join(node["enum"])
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
-import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +22,10 @@ from urllib.request import url2pathname
 import yaml
 from jsonschema import Draft202012Validator, validators
 from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
-from dpfl.papers import ALLOCATION_KINDS, FIGURES, PAPERS
+from dpfl.io import resolve
+from dpfl.papers import ALLOCATION_KINDS, FIGURES, PAPERS, REGISTRY
 
 
 class ConfigError(ValueError):
@@ -50,11 +51,28 @@ def _read_yaml(path: Path):
     return {} if data is None else data
 
 
-def _generated_schemas() -> dict:
-    """Schemas generated from code (no file on disk), by the URI the schema files `$ref` them with."""
+def _generated_schemas(schemas: Path) -> dict:
+    """Schemas generated from code (no file on disk), by the URI the schema files `$ref` them with: the checks of a
+    claim (dpfl.claims.check_schema()); each paper's figures (urn:dpfl:<paper>:figures: every registered figure,
+    validated by the `$defs` entry its FigureDef names in papers/<paper>.schema.yaml under `schemas`, the schema
+    folder); and each paper's own fragments (PaperDef.schema_fragments, as urn:dpfl:<paper>:<name>)."""
     from dpfl.claims import CHECK_SCHEMA_ID, check_schema  # here: dpfl.claims imports pandas
 
-    return {CHECK_SCHEMA_ID: check_schema}
+    out = {CHECK_SCHEMA_ID: check_schema}
+    for paper, pdef in REGISTRY.items():
+        out[f"urn:dpfl:{paper}:figures"] = functools.partial(_figures_schema, paper, schemas / "papers")
+        if pdef.schema_fragments:
+            for name, fragment in resolve(pdef.schema_fragments)().items():
+                out[f"urn:dpfl:{paper}:{name}"] = functools.partial(copy.deepcopy, fragment)
+    return out
+
+
+def _figures_schema(paper: str, papers_dir: Path) -> dict:
+    """The `figures:` of a paper file: the registered figure ids, each validated by its family's `$defs` entry."""
+    uri = (papers_dir / f"{paper}.schema.yaml").resolve().as_uri()
+    return {"type": "object", "additionalProperties": False,
+            "properties": {fig: {"$ref": f"{uri}#/$defs/{fdef.schema}"}
+                           for fig, fdef in REGISTRY[paper].figures.items()}}
 
 
 def _fill_defaults(validator, properties, instance, schema):
@@ -77,9 +95,10 @@ def _schema_file(path: str, mtime_ns: int):
     return _read_yaml(Path(path))
 
 
-def _schema(path: Path, transform=None):
-    """A fresh copy of a schema (file or generated), transformed if asked (validators never share mutable state)."""
-    generated = _generated_schemas()
+def _schema(path: Path | str, schemas: Path, transform=None):
+    """A fresh copy of a schema (a file, or generated: a URI of _generated_schemas), transformed if asked
+    (validators never share mutable state)."""
+    generated = _generated_schemas(schemas)
     uri = path if isinstance(path, str) else None
     if uri is not None and uri in generated:
         contents = generated[uri]()
@@ -92,13 +111,16 @@ def _schema(path: Path, transform=None):
 @functools.lru_cache(maxsize=64)
 def _validator_cached(schema_path: str, mtime_ns: int, transform, fill_defaults: bool) -> Draft202012Validator:
     path = Path(schema_path)
-    schema = _schema(path, transform)
+    schemas = path.parent.parent if path.parent.name == "papers" else path.parent  # workflow/schemas
+    schema = _schema(path, schemas, transform)
     schema["$id"] = path.resolve().as_uri()
     resources = {}
 
     def retrieve(uri):
         if uri not in resources:  # each referenced schema once per validator
-            resources[uri] = Resource.from_contents(_schema(uri, transform))
+            # generated schemas carry no $schema: one that did would switch validation to the plain draft-2020-12
+            # validator below it (jsonschema picks the class by $schema), so defaults there would not be filled
+            resources[uri] = Resource.from_contents(_schema(uri, schemas, transform), default_specification=DRAFT202012)
         return resources[uri]
 
     registry = Registry(retrieve=retrieve).with_resource(schema["$id"], Resource.from_contents(schema))
@@ -272,9 +294,8 @@ class ProjectConfig:
                 if not instance or kind.instances is None:
                     want = f"{family}/<instance>" if kind.instances else family
                     raise ConfigError(f"allocation {name!r}: kind {entry['kind']!r} is named {want}")
-                module, _, function = kind.instances.partition(":")
                 try:
-                    own = getattr(importlib.import_module(module), function)(instance)
+                    own = resolve(kind.instances)(instance)
                 except ValueError as exc:
                     raise ConfigError(f"allocation {name!r}: {exc}") from None
                 params = {**entry["params"], **own, "dataset": entry["dataset"], "global_seed": self.globals["seed"]}
@@ -308,7 +329,6 @@ def load_datasets(root: str | Path) -> dict:
 def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
     """Read config/config.yaml (+ command-line overrides), the paper files and the scale overlay."""
     root = Path(root).resolve()
-    os.chdir(root) if False else None
     schemas = root / "workflow" / "schemas"
     cfg_file = root / "config" / "config.yaml"
     globals_ = deep_merge(_read_yaml(cfg_file), _coerce_cli(overrides or {}, _read_yaml(schemas / "config.schema.yaml")))

@@ -1,12 +1,13 @@
-"""What a paper package declares in its `__init__`: its figures (`FigureDef`), the layout contract of an experiment
-figure family (`FigureLayout`) and the ways it arranges a dataset into silos and users (`AllocationKind`). Functions
+"""What a paper package declares in its `__init__` (`PAPER = PaperDef(...)`): its figures (`FigureDef`), the layout
+contract of an experiment figure family (`FigureLayout`), the ways it arranges a dataset into silos and users
+(`AllocationKind`), its methods module and the schema fragments generated from its registries. Functions
 and classes are named as "module:name" strings so that reading the declarations imports no numerics (the Snakefile
 reads them when it builds the DAG) and so that the code files each stage depends on can be found (dpfl.codedeps)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class FigureLayout(ABC):
@@ -77,6 +78,7 @@ class FigureDef:
 
     table: str  # "module:function" returning the tidy DataFrame (the figure's numbers)
     plot: str  # "module:function"(df, spec, meta) -> matplotlib figure
+    schema: str  # the `$defs` entry of workflow/schemas/papers/<paper>.schema.yaml that validates its YAML entry
     kind: str = "analytic"  # analytic (closed form, no data) | experiment (trained on datasets)
     has_compat: bool = False  # whether `compat: authors-code` changes this figure
     markdown: str | None = None  # "module:function"(df, spec) -> Markdown tables shown with the figure
@@ -99,3 +101,16 @@ class AllocationKind:
     # seeded families (one file per instance, e.g. "zipf-U1000-S5-seed0"): "module:function"(instance) -> the
     # instance's params, named data/allocations/<dataset>/<paper>-<name>/<instance>.npz; None: one fixed file
     instances: str | None = None
+
+
+@dataclass(frozen=True)
+class PaperDef:
+    """Everything a paper registers. Adding a figure of an existing family is one `figures` entry (+ its YAML);
+    the paper's schema lists no figure ids (dpfl.config generates them from `figures`)."""
+
+    figures: dict[str, FigureDef]
+    allocation_kinds: dict[str, AllocationKind] = field(default_factory=dict)
+    methods: str | None = None  # module whose import registers the paper's methods (dpfl.fl.methods.register)
+    # "module:function"() -> {name: JSON schema}: schemas generated from the paper's registries (e.g. kato2024's
+    # method ids), which its schema file `$ref`s as "urn:dpfl:<paper>:<name>"
+    schema_fragments: str | None = None

@@ -99,7 +99,7 @@ def cell_threads(cfg, paper: str, figure: str, cell: str, mode: str, local_cores
     layout's `timed_cell(params)`: kato2024 Figs 11-12), which claims all `local_cores` of a local run so
     that no other job runs beside it and perturbs its timings (it computes on one thread itself, spec §7). Under a
     cluster executor (`local_cores` None) each job has its own allocation; ask for exclusive nodes there if timings
-    matter (README, cluster section)."""
+    matter (docs/cluster.md)."""
     threads = int(cfg.globals["threads"])
     if local_cores and layout(paper, figure).timed_cell(build_cell_job(cfg, paper, figure, cell, mode).params):
         return max(threads, int(local_cores))

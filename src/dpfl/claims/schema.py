@@ -23,7 +23,7 @@ _ROWS = ("select", "where_x", "column")  # which rows and which value (see selec
 _GROUP_SHARE = ("group_by", "min_points", "min_group_share", "min_groups")  # _reduce_groups
 
 # The single source of truth for the keys of a check: the configuration schema (check_schema(), served to
-# the config validator), the docstring of dpfl/claims/__init__.py and README's "Claims" section follow it
+# the config validator), the docstring of dpfl/claims/__init__.py and docs/claims.md ("Check kinds") follow it
 # (tests/test_claim_schema.py compares).
 # Rules derived from the keys a kind accepts (see _kind_schema): a kind with max_diff also accepts op
 # "abs<=", which needs max_diff (and max_diff needs it); min_group_share / min_groups need group_by.

@@ -1,45 +1,42 @@
 """The papers: which figures exist, which functions make them, and which allocations they share.
 
-Import-light (the Snakefile reads it when it builds the DAG): each paper package's `__init__` lists its figures
-as `FigureDef`s naming functions as "module:function" strings, so reading the registry imports no numerics.
-Adding a figure = one entry in its paper's `__init__` + its functions + its YAML (README: "Recipes").
+Import-light (the Snakefile reads it when it builds the DAG): each paper package's `__init__` declares
+`PAPER = PaperDef(...)`, naming functions as "module:function" strings, so reading the registry imports no numerics.
+Adding a figure = one entry in its paper's `__init__` + its functions + its YAML (docs/extending.md).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from dpfl.figure import AllocationKind, FigureDef
+from dpfl.figure import AllocationKind, FigureDef, PaperDef
 
 PAPERS = ("asoodeh2021", "balle2020", "bietti2022", "kato2024", "lowy2023")
 MODES = ("none", "authors-code")
 
 
-def _collect():
-    figures, kinds = {}, {}
+def _collect() -> dict[str, PaperDef]:
+    out = {}
     for paper in PAPERS:
-        module = importlib.import_module(f"dpfl.papers.{paper}")
-        figures.update({(paper, fig): fdef for fig, fdef in getattr(module, "FIGURES", {}).items()})
-        kinds.update(getattr(module, "ALLOCATION_KINDS", {}))
-    return figures, kinds
+        pdef = importlib.import_module(f"dpfl.papers.{paper}").PAPER
+        if not isinstance(pdef, PaperDef):
+            raise TypeError(f"dpfl.papers.{paper}.PAPER is not a dpfl.figure.PaperDef")
+        out[paper] = pdef
+    return out
 
 
-FIGURES: dict[tuple[str, str], FigureDef]
-ALLOCATION_KINDS: dict[str, AllocationKind]
-FIGURES, ALLOCATION_KINDS = _collect()
-
-
-def paper_module(paper: str):
-    return importlib.import_module(f"dpfl.papers.{paper}")
+REGISTRY: dict[str, PaperDef] = _collect()
+FIGURES: dict[tuple[str, str], FigureDef] = {(paper, fig): fdef for paper, pdef in REGISTRY.items()
+                                             for fig, fdef in pdef.figures.items()}
+ALLOCATION_KINDS: dict[str, AllocationKind] = {k: v for pdef in REGISTRY.values() for k, v in pdef.allocation_kinds.items()}
 
 
 def load_methods() -> dict:
-    """Import every paper's methods module (named in its package as METHODS_MODULE) and return the method
-    registry (dpfl.fl.methods.METHODS)."""
+    """Import every paper's methods module (`PaperDef.methods`) and return the method registry
+    (dpfl.fl.methods.METHODS)."""
     from dpfl.fl.methods import METHODS
 
-    for paper in PAPERS:
-        name = getattr(paper_module(paper), "METHODS_MODULE", None)
-        if name:
-            importlib.import_module(name)
+    for pdef in REGISTRY.values():
+        if pdef.methods:
+            importlib.import_module(pdef.methods)
     return METHODS

@@ -1,7 +1,8 @@
 """asoodeh2021 (Asoodeh, Chen, Calmon, Özgür, ISIT 2021): the Theorem 2 privacy curve (spec/analytic.md)."""
 
-from dpfl.figure import FigureDef
+from dpfl.figure import FigureDef, PaperDef
 
-FIGURES = {
-    "fig2": FigureDef(table="dpfl.papers.asoodeh2021.table:fig2", plot="dpfl.papers.asoodeh2021.plot:fig2"),
-}
+PAPER = PaperDef(figures={
+    "fig2": FigureDef(table="dpfl.papers.asoodeh2021.table:fig2", plot="dpfl.papers.asoodeh2021.plot:fig2",
+                      schema="theorem2_figure"),
+})

@@ -6,18 +6,19 @@ grid of (η, a, σ) configs; the synthetic task), `federated` (EMNIST: user samp
 once, then one per σ), `cell` (one grid, every seed), `table` (best over η per evaluation point) and `plot`.
 """
 
-from dpfl.figure import FigureDef
+from dpfl.figure import FigureDef, PaperDef
 
 # `compat: authors-code` (spec §8, B1-B5): params.implementation in each figure's authors_code block
 
-FIGURES = {
-    fig: FigureDef(table="dpfl.papers.bietti2022.table:fig1", plot="dpfl.papers.bietti2022.plot:fig1",
-                   kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout:GridLayout",
-                   cell="dpfl.papers.bietti2022.cell:run_cell")
-    for fig in ("fig1a", "fig1b", "fig1c", "fig1d")
-}
-FIGURES["fig2"] = FigureDef(table="dpfl.papers.bietti2022.table:fig2", plot="dpfl.papers.bietti2022.plot:fig2",
-                            kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout:GridLayout",
-                            cell="dpfl.papers.bietti2022.cell:run_cell")
+#: one family of grids of PP-SGD runs; Fig 1 draws curves over rounds, Fig 2 the privacy-utility envelope
+GRIDS = dict(kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout:GridLayout",
+             cell="dpfl.papers.bietti2022.cell:run_cell", schema="training_figure")
 
-METHODS_MODULE = "dpfl.papers.bietti2022.methods"
+PAPER = PaperDef(
+    figures={
+        **{fig: FigureDef(table="dpfl.papers.bietti2022.table:fig1", plot="dpfl.papers.bietti2022.plot:fig1", **GRIDS)
+           for fig in ("fig1a", "fig1b", "fig1c", "fig1d")},
+        "fig2": FigureDef(table="dpfl.papers.bietti2022.table:fig2", plot="dpfl.papers.bietti2022.plot:fig2", **GRIDS),
+    },
+    methods="dpfl.papers.bietti2022.methods",
+)

@@ -99,3 +99,14 @@ class TrainingLayout(FigureLayout):
     def bench_params(self, params: dict, units: int) -> dict:
         """The benchmark's reduced run of a cell: every seed (batched, as the real job), `units` rounds."""
         return {**params, "rounds": int(units)}
+
+
+def schema_fragments() -> dict:
+    """Schemas generated from the method registry ($ref'd by workflow/schemas/papers/kato2024.schema.yaml as
+    urn:dpfl:kato2024:<name>): a new method is a registry entry and YAML, never a schema edit."""
+    families = sorted({m.hyper for m in BY_ID.values()})
+    return {
+        "method-id": {"enum": list(BY_ID), "description": "a method id of dpfl.papers.kato2024.methods"},
+        "hyper-family": {"enum": families, "description": "a method family's hyper-parameter block "
+                                                          "(dpfl.papers.kato2024.methods: each method's `hyper`)"},
+    }
