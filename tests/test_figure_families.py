@@ -43,9 +43,9 @@ def test_every_experiment_figure_has_a_figure_layout_and_every_analytic_none():
 
 def test_a_figure_def_that_mixes_kinds_is_rejected():
     with pytest.raises(ValueError, match="experiment figure has a layout and a cell"):
-        FigureDef(table="m:t", plot="m:p", kind="experiment")
+        FigureDef(table="m:t", plot="m:p", schema="f", kind="experiment")
     with pytest.raises(ValueError, match="experiment figure has a layout and a cell"):
-        FigureDef(table="m:t", plot="m:p", layout="m:L", cell="m:c")  # kind left analytic
+        FigureDef(table="m:t", plot="m:p", schema="f", layout="m:L", cell="m:c")  # kind left analytic
 
 
 def test_the_contract_requires_the_three_layout_hooks():
