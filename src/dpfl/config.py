@@ -37,10 +37,32 @@ class ConfigError(ValueError):
 # --------------------------------------------------------------------------------------------------
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that rejects a key written twice in one mapping (PyYAML keeps the last one silently, so a
+    duplicated setting would hide which value the run used)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: its keys may be overridden here
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: let PyYAML report it
+                continue
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {first.start_mark.line + 1}, column "
+                                f"{first.start_mark.column + 1})", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_yaml(path: Path):
+    """A YAML file's contents; ConfigError naming the file, line and column for a syntax error or a duplicate key."""
     try:
         with open(path) as fh:
-            data = yaml.safe_load(fh)
+            data = yaml.load(fh, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except yaml.YAMLError as exc:
