@@ -279,6 +279,10 @@ def test_allocate_dispatches():
     (lambda: allocate_records("uniform", [0, 1, 1], 2, 4, rng()), "larger than the 3 records"),
     (lambda: allocate_flamby("zipf", TCGA, 433, rng(), min_records=2), "at most 432"),
     (lambda: allocate_flamby("zipf", HEART, 487, rng()), "at most 486"),
+    # uniform: more users than records (or TCGA pairs) would leave users surely without data, labelled with all U
+    (lambda: allocate_flamby("uniform", HEART, 487, rng()), "at most 486 users"),
+    (lambda: allocate_flamby("uniform", TCGA, 5000, rng(), min_records=2), "at most 432 users"),
+    (lambda: allocate_records("uniform", [0, 1, 1], 4, 1, rng()), "more than the 3 records.*at most 3 users"),
     (lambda: allocate_flamby("uniform", [5, 1], 3, rng(), min_records=2), "≥ 2 records"),
     (lambda: allocate_flamby("uniform", [5, 0], 3, rng()), "positive integers"),
     (lambda: allocate_flamby("uniform", HEART, 3, rng(), min_records=3), "min_records"),

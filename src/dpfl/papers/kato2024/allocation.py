@@ -170,6 +170,9 @@ def allocate_records(kind: str, labels, n_users: int, n_silos: int, rng: np.rand
     if n_silos > n:
         raise ValueError(f"n_silos = {n_silos} is larger than the {n} records: at most {n} silos (every silo needs "
                          f"≥ 1 record)")
+    if kind == "uniform" and n_users > n:
+        raise ValueError(f"n_users = {n_users} is more than the {n} records: uniform gives every user ⌊N/U⌋ or ⌈N/U⌉ "
+                         f"records, so some would hold none; at most {n} users")
     out = {}
     if kind == "uniform":
         user = users_uniform(n, n_users, rng)
@@ -271,6 +274,13 @@ def allocate_flamby(kind: str, silo_sizes, n_users: int, rng: np.random.Generato
     if min_records == 2 and (sizes < 2).any():
         raise ValueError(f"every silo needs ≥ 2 records when min_records = 2, got silo sizes {sizes.tolist()}")
     n, n_silos = int(sizes.sum()), len(sizes)
+    # zipf gives every user its records; uniform draws a user per record (TCGA: per pair), so beyond this many users
+    # some would surely hold none while the figure is labelled with all U
+    capacity = n if min_records == 1 else int((sizes // 2).sum())
+    if n_users > capacity:
+        need = "1 record each" if min_records == 1 else "≥ 2 records in some silo each (Σ_s ⌊n_s/2⌋)"
+        raise ValueError(f"n_users = {n_users} is more than the {n} records allow at {need}: at most {capacity} "
+                         f"users")
     repaired = 0
     if kind == "uniform":
         if min_records == 1:  # Heart: i.i.d. uniform user ids
@@ -282,11 +292,6 @@ def allocate_flamby(kind: str, silo_sizes, n_users: int, rng: np.random.Generato
                 lst = np.repeat(pair_ids, 2)
                 per_silo.append(np.append(lst, lst[-1]) if size % 2 else lst)
     else:
-        capacity = n if min_records == 1 else int((sizes // 2).sum())
-        if n_users > capacity:
-            need = "1 record each" if min_records == 1 else "≥ 2 records in some silo each (Σ_s ⌊n_s/2⌋)"
-            raise ValueError(f"n_users = {n_users} is more than the {n} records allow at {need}: at most {capacity} "
-                             f"users")
         counts = min_records + rng.multinomial(n - min_records * n_users, _zipf_weights(n_users, user_alpha))
         main = rng.integers(0, n_silos, size=n_users)
         if n_silos == 1:
