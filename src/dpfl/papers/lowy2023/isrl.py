@@ -8,8 +8,8 @@ a noise standard deviation > 0. Everything is vectorized over
           are merely correlated, which makes the tuning comparison less noisy and saves most of the
           cost of drawing Gaussian noise),
 and over the participating silos of a round. Gradients are closed-form GLM gradients (dpfl.models.glm, torch
-twins); the round loop, iterate averaging and divergence freeze are the shared engine's (dpfl.fl.engine), and all
-tensors live on the `device` given (CPU or CUDA).
+twins); the round loop is the shared engine's (dpfl.fl.engine.run_rounds) with its iterate average
+(`IterateAverage`) and divergence freeze (`Divergence`), and all tensors live on the `device` given (CPU or CUDA).
 
 Randomness is drawn per round by `minibatch_draws` / `local_draws` (numpy, so every device sees the same draws)
 and passed in, so a plain-loop reference (tests/) can consume exactly the same draws.
@@ -18,14 +18,21 @@ and passed in, so a plain-loop reference (tests/) can consume exactly the same d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
 
 from dpfl.fl.data import SiloData
-from dpfl.fl.engine import Result, Tracker, run_rounds
+from dpfl.fl.engine import Divergence, IterateAverage, RoundRule, run_rounds
 from dpfl.models.glm import GLM
+
+
+@dataclass
+class Result:
+    W: np.ndarray  # output parameters (reps, G, d, C): mean of the last `average_last` iterates
+    diverged: np.ndarray  # (reps, G) bool
+    train_loss: np.ndarray  # (reps, G) training loss at W (penalty not applied)
 
 
 @dataclass
@@ -124,13 +131,34 @@ def _clip_factor(x_norm, res, clip):
     return (clip / norm).clamp_(max=1.0)
 
 
-def _tracker(model: GLM, data: SiloData, settings: Settings, W0: torch.Tensor) -> Tracker:
-    """The engine's tracker with the pooled training loss of this data."""
+class _DrawnRounds(RoundRule):
+    """A round function W ← fn(W, draw) fed the next pre-drawn dict every round."""
+
+    def __init__(self, fn: Callable, draws: Iterable[dict]):
+        self.fn, self.draws = fn, iter(draws)
+
+    def step(self, state, t: int):
+        return self.fn(state, next(self.draws))
+
+
+def _train(model: GLM, data: SiloData, settings: Settings, W0: torch.Tensor, round_fn: Callable,
+           draws: Iterable[dict]) -> Result:
+    """The engine's loop over `settings.rounds` rounds: the output is the mean of the last `average_last` iterates;
+    every `check_every` rounds a config whose pooled training loss at that average exceeds the divergence threshold
+    (or is NaN) is frozen as diverged; at the end a non-finite loss counts as diverged too. A loss bounded by
+    `model.max_loss` (the guarded logistic loss) never exceeds a larger threshold: no checks then."""
     X = torch.from_numpy(data.pooled_X).to(W0.device)
     y = torch.from_numpy(data.pooled_y.astype(float)).to(W0.device)
-    return Tracker(W0, lambda W: model.mean_loss_t(X, y, W), average_last=settings.average_last,
-                   divergence_threshold=settings.divergence_threshold, check_every=settings.check_every,
-                   max_loss=model.max_loss)
+    average = IterateAverage(W0, lambda W: model.mean_loss_t(X, y, W), settings.average_last)
+    threshold = settings.divergence_threshold
+    checks = threshold is not None and threshold < model.max_loss
+    every, T = settings.check_every, settings.rounds
+    schedule = (set(range(every, T + 1, every)) if checks else set()) | {T}
+    run = run_rounds(W0, _DrawnRounds(round_fn, draws), average, rounds=T, schedule=schedule,
+                     failure=Divergence("train_loss", threshold if checks else None, every, axes=(0, 2)))
+    loss = run.values["train_loss"]  # at the average after the last round
+    return Result(W=average.average().permute(0, 2, 1, 3).cpu().numpy(), diverged=run.failed.cpu().numpy(),
+                  train_loss=loss.cpu().numpy())
 
 
 def _tensor(a, device):
@@ -183,7 +211,7 @@ def minibatch_sgd(model: GLM, data: SiloData, settings: Settings, grid: Grid, dr
             agg = agg + (noise_std[:, 0] / K)[None, None, :, None] * _tensor(dr["Z"], device)[:, 0, :, None, :]
         return W - eta * agg
 
-    return run_rounds(W0, round_fn, draws, _tracker(model, data, settings, W0))
+    return _train(model, data, settings, W0, round_fn, draws)
 
 
 def local_sgd(model: GLM, data: SiloData, settings: Settings, grid: Grid, draws: Iterable[dict],
@@ -230,4 +258,4 @@ def local_sgd(model: GLM, data: SiloData, settings: Settings, grid: Grid, draws:
             V = V - a[:, None, :, None] * walk[:, :, None, :]
         return V.reshape(reps, M, d, G, C).mean(dim=1)
 
-    return run_rounds(W0, round_fn, draws, _tracker(model, data, settings, W0))
+    return _train(model, data, settings, W0, round_fn, draws)
