@@ -14,7 +14,7 @@ import torch
 from dpfl.jobs import CellJob
 from dpfl.papers.bietti2022.cell import implementation, run_cell
 from dpfl.papers.bietti2022.cnn import cnn_round, initial
-from dpfl.papers.bietti2022.federated import FederatedTask, Streams
+from dpfl.papers.bietti2022.federated import FederatedTask, UserStreams
 from dpfl.papers.bietti2022.methods import epsilon_curve
 from dpfl.papers.bietti2022.ppsgd import Batch, Grid, grid_tensors
 from dpfl.papers.bietti2022.table import end_rows, fig1, fig2
@@ -36,7 +36,7 @@ def federated_arrays(counts, test_counts, d=4, classes=10, seed=0):
 def test_shuffled_plan_takes_every_minibatch_e_times_and_ends_when_all_are_exhausted():
     counts, m, Q, E = [25, 7, 40, 12, 31, 50], 5, 3, 2
     task = FederatedTask.from_arrays(federated_arrays(counts, [1] * 6), 6, 10, 0.1, DT, "cpu")
-    s = Streams(task, m, Q / 6, np.random.default_rng(3), sampling="shuffle", per_round=Q, epochs=E)
+    s = UserStreams(task, m, Q / 6, np.random.default_rng(3), sampling="shuffle", per_round=Q, epochs=E)
     n_batches = np.array(counts) // m
     taken = {i: [] for i in range(6)}
     left = E * n_batches
@@ -57,10 +57,10 @@ def test_shuffled_plan_takes_every_minibatch_e_times_and_ends_when_all_are_exhau
             assert sorted(got[e * n_batches[i]:(e + 1) * n_batches[i]]) == list(range(n_batches[i]))
     with pytest.raises(IndexError, match="rounds"):
         s.draw()
-    again = Streams(task, m, Q / 6, np.random.default_rng(3), sampling="shuffle", per_round=Q, epochs=E)
+    again = UserStreams(task, m, Q / 6, np.random.default_rng(3), sampling="shuffle", per_round=Q, epochs=E)
     assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(again.plan, s.plan))
     with pytest.raises(ValueError, match="unknown user sampling"):
-        Streams(task, m, 0.5, np.random.default_rng(0), sampling="fixed")
+        UserStreams(task, m, 0.5, np.random.default_rng(0), sampling="fixed")
 
 
 def test_cnn_local_step_times_users_is_l_eta_theta():
@@ -103,7 +103,7 @@ def test_shuffled_runs_end_when_the_data_is_exhausted_and_account_each_rounds_ra
     task = FederatedTask.from_arrays(dict(np.load(inputs["prepared"]["emnist"])), 6, 10, 0.1, DT, "cpu")
     rng = np.random.default_rng(int(__import__("dpfl.seeds", fromlist=["rng_for"]).rng_for(
         0, "bietti2022", "emnist", "data", 0).integers(2**62)))
-    plan = Streams(task, 5, 2 / 6, rng, sampling="shuffle", per_round=2, epochs=2)
+    plan = UserStreams(task, 5, 2 / 6, rng, sampling="shuffle", per_round=2, epochs=2)
     T = plan.rounds
     assert T == int(df["round"].max()) and (df["rounds_from_epochs"] == T).all() and (df["sampling"] == "shuffle").all()
     want = epsilon_curve(2.0, 1.0, T, plan.users_per_round / 6, 1e-4)
@@ -180,17 +180,17 @@ def test_a_round_with_nobody_sampled_still_releases_noise():
     from test_bietti_sparse import sparse_arrays
 
     from dpfl.papers.bietti2022.ppsgd import ppsgd_round
-    from dpfl.papers.bietti2022.sparse import SparseState, SparseStreams, SparseTask, sparse_round
+    from dpfl.papers.bietti2022.sparse import SparseState, SparseTask, SparseUserStreams, sparse_round
 
     task = FederatedTask.from_arrays(federated_arrays([12, 9], [1, 1]), 2, 10, 0.1, DT, "cpu")
-    b = Streams(task, 5, 0.0, np.random.default_rng(0)).next_batch()
+    b = UserStreams(task, 5, 0.0, np.random.default_rng(0)).next_batch()
     assert b.X.shape == (0, 5, 4) and b.Y.shape == (0, 5, 10)
     gt = grid_tensors(Grid.product([0.5], [1.0], [2.0]), DT, "cpu")
     W, Th, xi = torch.zeros(1, 4, 10, dtype=DT), torch.zeros(2, 4, 1, 10, dtype=DT), torch.ones(4, 10, dtype=DT)
     ppsgd_round(W, Th, b, gt, clip=0.5, q=0.5, n_users=2, xi=xi)
     assert torch.allclose(W, torch.full_like(W, -0.5 / 1.0 * 2.0 * 0.5))  # −η_w/(qN)·σC·ξ
     sp = SparseTask.from_arrays(sparse_arrays([12, 9], [1, 1]), 2, 0.1, DT, "cpu")
-    sb = SparseStreams(sp, 5, 0.0, np.random.default_rng(0)).next_batch()
+    sb = SparseUserStreams(sp, 5, 0.0, np.random.default_rng(0)).next_batch()
     state = SparseState.zeros(sp.dim, sp.classes, sp.theta_rows(), gt, clip=0.5, q=0.5, n_users=2, dtype=DT, device="cpu")
     sparse_round(state, sb, gt, clip=0.5, q=0.5, n_users=2, xi=torch.ones(sp.dim, sp.classes, dtype=DT))
     assert torch.allclose(state.weights(), torch.full((1, sp.dim, sp.classes), -0.5, dtype=DT))

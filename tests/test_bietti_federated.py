@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from dpfl.papers.bietti2022.federated import FederatedTask, Streams, accuracy
+from dpfl.papers.bietti2022.federated import FederatedTask, UserStreams, accuracy
 
 DT = torch.float64
 
@@ -39,7 +39,7 @@ def test_streams_cycle_through_each_users_contiguous_minibatches():
     permuted order), then starts a new permutation; a user with n_i < m is sampled but sends nothing."""
     a = arrays([25, 7, 31], [1, 1, 1])
     task = FederatedTask.from_arrays(a, 3, 4, 0.1, DT, "cpu")
-    streams = Streams(task, 10, 1.0, np.random.default_rng(1))
+    streams = UserStreams(task, 10, 1.0, np.random.default_rng(1))
     seen = {0: [], 2: []}
     for _ in range(6):
         b = streams.next_batch()
@@ -56,13 +56,13 @@ def test_streams_cycle_through_each_users_contiguous_minibatches():
 def test_poisson_sampling_rate_and_reproducibility():
     a = arrays([20] * 200, [1] * 200)
     task = FederatedTask.from_arrays(a, 200, 4, 0.1, DT, "cpu")
-    streams = Streams(task, 10, 0.05, np.random.default_rng(2))
+    streams = UserStreams(task, 10, 0.05, np.random.default_rng(2))
     sizes = [len(streams.next_batch().users) for _ in range(400)]
     assert np.mean(sizes) == pytest.approx(10, abs=0.5)  # Binomial(200, 0.05): mean 10, se ≈ 0.15
     assert np.var(sizes) == pytest.approx(200 * 0.05 * 0.95, rel=0.25)
-    again = Streams(task, 10, 0.05, np.random.default_rng(2))
+    again = UserStreams(task, 10, 0.05, np.random.default_rng(2))
     first = [again.next_batch() for _ in range(3)]
-    ref = Streams(task, 10, 0.05, np.random.default_rng(2))
+    ref = UserStreams(task, 10, 0.05, np.random.default_rng(2))
     for b in first:
         c = ref.next_batch()
         assert torch.equal(b.users, c.users) and torch.equal(b.X, c.X)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dpfl.papers.bietti2022.ppsgd import Batch, Grid, grid_tensors, ppsgd_round
-from dpfl.papers.bietti2022.sparse import SparseState, SparseStreams, SparseTask, sparse_accuracy, sparse_round
+from dpfl.papers.bietti2022.sparse import SparseState, SparseTask, SparseUserStreams, sparse_accuracy, sparse_round
 
 DT = torch.float64
 
@@ -75,7 +75,7 @@ def test_sparse_round_equals_the_dense_round(q, vary):
     grid = Grid.product([0.3, 1.0], [0.3, 3, math.inf], [2.0])
     G, K, d = len(grid), 4, 12
     gt = grid_tensors(grid, DT, "cpu")
-    streams = SparseStreams(task, m, q, np.random.default_rng(4))
+    streams = SparseUserStreams(task, m, q, np.random.default_rng(4))
     rng = np.random.default_rng(1)
     W = torch.tensor(rng.normal(size=(G, d, K)) * 0.3)
     theta = torch.zeros((task.theta_rows() + 1, G, K), dtype=DT)

@@ -3,7 +3,9 @@
 The configs of a cell are trained together (dpfl.papers.bietti2022.ppsgd): one W (G, d, K) and one Θ (N, d, G, K)
 per seed. The data stream of a seed (user samples, minibatches) is named by (task, seed) only, not by the cell, so
 every cell of a seed sees the same data (common random numbers across σ and a); the noise vector ξ is named by
-(task, seed, σ). Tasks: `synthetic` (spec §1.1, generated here; excess risk after every round) and `emnist`
+(task, seed, σ) (`Streams`). Each (config batch, seed) is one run of dpfl.fl.engine.run_rounds: the model strategy's
+round (`_PpSgdRounds`), the task's evaluation at the scheduled rounds (`_GridEvaluation`), no freeze (a row whose
+metric is not finite is marked failed). Tasks: `synthetic` (spec §1.1, generated here; excess risk after every round) and `emnist`
 (spec §1.3, the prepared federated EMNIST; top-1 test accuracy every `eval_every` rounds and after the last).
 Returns one row per (seed, a, η, evaluation round): the metric, ε nominal / certified, and `end` (the run's end of
 training, which the tables read as "final").
@@ -18,13 +20,14 @@ its own run with its own data and noise streams, named by (seed, η, a): one con
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from dpfl.fl.engine import Evaluation, RoundRule
 from dpfl.papers.bietti2022.layout import evaluation_rounds, level, level_name, parse_cell
+from dpfl.seeds import rng_for
 
 #: per federated task: the prepared dataset, classes, the target shift (one-hot minus 0.1, spec §2)
 FEDERATED = {"emnist": {"dataset": "emnist", "classes": 10, "shift": 0.1},
@@ -49,6 +52,28 @@ def implementation(params: dict) -> dict:
     return impl
 
 
+@dataclass(frozen=True)
+class Streams:
+    """The named random streams of a bietti2022 cell, all derived from the global seed. Decision (written once,
+    here): a seed's data stream (user samples, minibatches; the synthetic task's samples) depends on (task, seed)
+    only, so every cell and config of a seed sees the same data (common random numbers across σ and a); its noise
+    vectors ξ on (task, seed, σ). B5 (`rng: per_run`): each run (one config) names its own streams by (η, a) too."""
+
+    seed: int
+    task: str
+
+    def data(self, seed: int, run: tuple = ()) -> int:
+        """The seed of a run's data stream (synthetic: a torch Generator on the device; federated: numpy's)."""
+        return int(rng_for(self.seed, "bietti2022", self.task, "data", seed, *run).integers(2**62))
+
+    def noise(self, seed: int, sigma: float | None, run: tuple, device):
+        """A run's torch Generator of the noise vectors ξ, on `device`."""
+        import torch
+
+        key = rng_for(self.seed, "bietti2022", self.task, "noise", seed, sigma or 0.0, *run)
+        return torch.Generator(device=device).manual_seed(int(key.integers(2**62)))
+
+
 @dataclass
 class _Run:
     """One run's data: `next()` gives round t's batch; T rounds; q the user rate of every round (B1: per round)."""
@@ -59,14 +84,37 @@ class _Run:
     full_T: int | None = None  # T of the configured passes, where the data sets it
 
 
-def _metric_rows(values: dict, grid, seed: int, t: int) -> list[dict]:
-    rows = []
-    for g in range(len(grid)):
-        row = {"seed": seed, "a": float(grid.a[g]), "level": level_name(grid.a[g]), "eta": float(grid.eta[g]),
-               "round": t}
-        row.update({k: float(v[g]) for k, v in values.items()})
-        rows.append(row)
-    return rows
+class _PpSgdRounds(RoundRule):
+    """A run's PP-SGD rounds: the model strategy's step (in place) on round t's batch of the data stream, with the
+    run's noise Generator, at the round's user rate (B1: per round)."""
+
+    def __init__(self, model, run: _Run, noise_gen, q: float):
+        self.model, self.run, self.noise_gen, self.q = model, run, noise_gen, q
+
+    def step(self, state, t: int):
+        run = self.run
+        self.model.step(state, run.next(), self.noise_gen, self.q if np.ndim(run.q) == 0 else float(run.q[t - 1]))
+        return state
+
+
+class _GridEvaluation(Evaluation):
+    """Every config's metric (the model strategy's evaluation), its ε after round t and whether t is the end of
+    training (`end`), per config of the batch."""
+
+    def __init__(self, model, grid, eps: dict, end: int, metric: str):
+        self.model, self.grid, self.eps, self.end, self.metric = model, grid, eps, end, metric
+
+    def evaluate(self, state, t: int) -> dict:
+        values = dict(self.model.evaluate(state))
+        values["eps"] = np.array([self.eps[float(a)][t] for a in self.grid.a])
+        values["end"] = np.full(len(self.grid), t == self.end)
+        return values
+
+    def summary(self, values: dict, failed) -> str:
+        last = np.asarray(values[self.metric], float)
+        best = (np.nanmin if self.metric.startswith("excess_risk") else np.nanmax)(last) \
+            if np.isfinite(last).any() else np.nan
+        return f"best {self.metric} {best:.4g}"
 
 
 class _Setup:
@@ -75,14 +123,10 @@ class _Setup:
     def __init__(self, job, inputs, dtype, device, log):
         import torch
 
-        from dpfl.seeds import rng_for
-
         p, self.task = job.params, job.params["task"]
         self.sparse = False  # bag-of-words rows (Stackoverflow)
         impl = implementation(p)
-        # a seed's data stream (B5 per_run: a run's, named by its config as well)
-        self.data_key = lambda seed, *run: int(rng_for(job.seed, "bietti2022", self.task, "data", seed,
-                                                       *run).integers(2**62))
+        self.streams = streams = Streams(job.seed, self.task)
         if self.task == "synthetic":
             from dpfl.papers.bietti2022.ppsgd import Synthetic, excess_risk
 
@@ -95,7 +139,7 @@ class _Setup:
                 self.metric = "excess_risk_per_coordinate"
 
             def stream(seed, run=()):
-                gen = torch.Generator(device=device).manual_seed(self.data_key(seed, *run))
+                gen = torch.Generator(device=device).manual_seed(streams.data(seed, run))
                 return _Run(lambda: syn.draw(truth, gen), self.T, 1.0)
 
             def evaluate(W, Th):
@@ -103,16 +147,15 @@ class _Setup:
                 risk = torch.where(torch.isfinite(risk), risk, torch.full_like(risk, math.nan)).cpu().numpy()
                 return {"excess_risk": risk, "excess_risk_per_coordinate": risk / syn.dim}
         elif self.task in FEDERATED:
-            from dpfl.papers.bietti2022.federated import FederatedTask, Streams, accuracy
-
-            from dpfl.papers.bietti2022.sparse import SparseStreams, SparseTask
+            from dpfl.papers.bietti2022.federated import FederatedTask, UserStreams, accuracy
+            from dpfl.papers.bietti2022.sparse import SparseTask, SparseUserStreams
 
             spec = FEDERATED[self.task]
             arrays = dict(np.load(inputs["prepared"][spec["dataset"]], allow_pickle=False))
             self.sparse = spec.get("sparse", False)
             if self.sparse:  # bag of words: compact personal rows, sparse products (dpfl.papers.bietti2022.sparse)
                 data = SparseTask.from_arrays(arrays, int(p["users"]), spec["shift"], dtype, device)
-                Streams = SparseStreams  # noqa: N806
+                UserStreams = SparseUserStreams  # noqa: N806
             else:
                 data = FederatedTask.from_arrays(arrays, int(p["users"]), spec["classes"], spec["shift"], dtype, device)
             m, Q = int(p["batch"]), int(p["users_per_round"])
@@ -129,12 +172,12 @@ class _Setup:
             self.data = data
 
             def stream(seed, run=()):
-                streams = Streams(data, m, self.q, np.random.default_rng(self.data_key(seed, *run)),
-                                  sampling=impl["sampling"], per_round=Q, epochs=float(p["epochs"]))
+                users = UserStreams(data, m, self.q, np.random.default_rng(streams.data(seed, run)),
+                                    sampling=impl["sampling"], per_round=Q, epochs=float(p["epochs"]))
                 if not shuffle:
-                    return _Run(streams.next_batch, self.T, self.q, self.T_epochs)
-                T = min(streams.rounds, int(p["rounds"])) if p.get("rounds") else streams.rounds
-                return _Run(streams.next_batch, T, streams.users_per_round[:T] / self.N, streams.rounds)
+                    return _Run(users.next_batch, self.T, self.q, self.T_epochs)
+                T = min(users.rounds, int(p["rounds"])) if p.get("rounds") else users.rounds
+                return _Run(users.next_batch, T, users.users_per_round[:T] / self.N, users.rounds)
 
             def evaluate(W, Th):
                 acc = accuracy(data, W, Th).cpu().numpy()
@@ -277,10 +320,10 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     import torch
 
     from dpfl.fl.device import describe, resolve_device
+    from dpfl.fl.engine import NoFreeze, progress_rounds, run_rounds
     from dpfl.io import Progress
     from dpfl.papers.bietti2022.methods import epsilon_curve
     from dpfl.papers.bietti2022.ppsgd import Grid, grid_tensors
-    from dpfl.seeds import rng_for
 
     p = job.params
     _, sigma = parse_cell(job.cell)
@@ -305,56 +348,44 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     log(f"{job.cell}: {kind} model, {len(grid)} configs (η × a) in {len(batches)} batch(es) of ≤ {size}, N = {N}, "
         f"d = {d}, K = {K}, T = {T if impl['sampling'] == 'poisson' or setup.task == 'synthetic' else 'until the data is exhausted'}, seeds {list(p['seeds'])}, device {describe(device)}; the models take "
         f"{per_config * size:.0f} MiB per batch")
-    rows, start, evaluating, starting, storage = [], time.perf_counter(), 0.0, 0.0, _Storage()
-    rounds_run, evaluations, full_T, eps_cache = 0, 0, [], {}
-    progress = Progress(len(batches) * len(p["seeds"]) * 10, log, f"{job.cell}: checkpoint")
+    rows, storage = [], _Storage()
+    training, evaluating, rounds_run, evaluations, full_T, eps_cache = 0.0, 0.0, 0, 0, [], {}
+    progress = Progress(len(batches) * len(p["seeds"]) * len(progress_rounds(T)), log, f"{job.cell}: checkpoint")
     for idx in batches:
         sub = Grid(grid.eta[idx], grid.a[idx], grid.sigma[idx])
         model = Model(setup, len(sub), grid_tensors(sub, dtype, device), clip, dtype, device, storage,
                       local_times_users=impl["cnn_local_step"] == "times_users")
         # B5 per_run: the run (its one config) names its own data and noise streams
         run_key = (float(sub.eta[0]), float(sub.a[0])) if per_run else ()
+        keys = [{"a": float(sub.a[g]), "level": level_name(sub.a[g]), "eta": float(sub.eta[g])} for g in range(len(sub))]
         for seed in p["seeds"]:
             run = setup.stream(seed, run_key)
-            noise_gen = torch.Generator(device=device).manual_seed(
-                int(rng_for(job.seed, "bietti2022", setup.task, "noise", seed, sigma or 0.0, *run_key).integers(2**62)))
+            noise_gen = setup.streams.noise(seed, sigma, run_key, device)
             eval_at, end = evaluation_rounds(run.T, setup.every), setup.end_round(run.T, impl["end_point"])
-            marks = {math.ceil(k * run.T / 10) for k in range(1, 11)}
             # ε after each round (0 before the first), the same for every a > 0 of the run
             schedule = (run.T, np.asarray(run.q, float).tobytes())
             for a in set(map(float, sub.a)) - set(eps_cache.get(schedule, {})):
                 eps_cache.setdefault(schedule, {})[a] = np.concatenate(
                     [[0.0], epsilon_curve(sigma or 0.0, a, run.T, run.q, delta)])
-            eps = eps_cache[schedule]
-            tick = time.perf_counter()
             state = model.start()
-            starting += time.perf_counter() - tick  # a fixed cost, not a round's (dpfl.bench)
-            for t in range(0, run.T + 1):
-                if t > 0:
-                    model.step(state, run.next(), noise_gen, q if np.ndim(run.q) == 0 else float(run.q[t - 1]))
-                if t in eval_at:
-                    tick = time.perf_counter()
-                    new = _metric_rows(model.evaluate(state), sub, seed, t)
-                    for r in new:
-                        r.update(eps=eps[r["a"]][t], end=t == end)
-                    rows.extend(new)
-                    evaluating += time.perf_counter() - tick
-                if t in marks:
-                    last = np.array([r[setup.metric] for r in rows[-len(sub):]], float)
-                    best = (np.nanmin if setup.metric.startswith("excess_risk") else np.nanmax)(last) \
-                        if np.isfinite(last).any() else np.nan
-                    progress.step(f"seed {seed}, round {t}/{run.T}, best {setup.metric} {best:.4g}")
+            done = run_rounds(state, _PpSgdRounds(model, run, noise_gen, q),
+                              _GridEvaluation(model, sub, eps_cache[schedule], end, setup.metric), rounds=run.T,
+                              schedule=eval_at, failure=NoFreeze(setup.metric), progress=progress,
+                              label=f"seed {seed}")
+            rows.extend(done.rows([{"seed": seed, **key} for key in keys]))
+            training += done.seconds - done.evaluation_seconds
+            evaluating += done.evaluation_seconds
             rounds_run += run.T
-            evaluations += len(eval_at)
+            evaluations += done.evaluations
             full_T.append(run.full_T)
-            del state
-    seconds = time.perf_counter() - start
+            del state, done
     df = pd.DataFrame(rows)
+    failed = df.pop("failed")  # a row whose metric is not finite (dpfl.fl.engine.NoFreeze); its column goes last
     df["eps_certified"] = df["eps"]  # the noise used is the noise accounted for (multiplier σ on the sum's C)
     df["sigma"] = np.nan if sigma is None else sigma
-    df["failed"] = ~np.isfinite(df[setup.metric])
+    df["failed"] = failed
     # per seed, all configs of the cell (every batch): a round's training, and one evaluation (dpfl.bench)
-    df["seconds_per_round"] = (seconds - evaluating - starting) / (rounds_run / len(batches))
+    df["seconds_per_round"] = training / (rounds_run / len(batches))
     df["seconds_per_evaluation"] = evaluating / (evaluations / len(batches))
     df["evaluations"] = evaluations // len(batches)
     df["config_batches"] = len(batches)

@@ -70,7 +70,7 @@ class FederatedTask(UserRows):
         return self.X.shape[1]
 
 
-class Streams:
+class UserStreams:
     """User sampling and each user's stream of contiguous minibatches of m rows (a new permutation of its ⌊n_i/m⌋
     minibatches every epoch).
 

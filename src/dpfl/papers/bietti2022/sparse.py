@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from dpfl.fl.aggregate import clip_factor
-from dpfl.papers.bietti2022.federated import Streams, UserRows
+from dpfl.papers.bietti2022.federated import UserRows, UserStreams
 
 
 @dataclass
@@ -104,8 +104,8 @@ class SparseBatch:
         return out.reshape(L, m, dim)
 
 
-class SparseStreams(Streams):
-    """The user sampling and minibatch streams of dpfl.papers.bietti2022.federated.Streams, batches of sparse rows."""
+class SparseUserStreams(UserStreams):
+    """The user sampling and minibatch streams of dpfl.papers.bietti2022.federated.UserStreams, batches of sparse rows."""
 
     def next_batch(self) -> SparseBatch:
         t, m = self.task, self.m
