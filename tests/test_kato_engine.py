@@ -23,7 +23,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from dpfl.fl.local import (FlatModel, clipped_mean_grad_sums, dp_sgd, keep_mask, local_sgd, make_buckets, mean_grads, per_example_grads,
+from dpfl.fl.local import (FlatModel, MlpPath, clipped_mean_grad_sums, dp_sgd, keep_mask, local_sgd, make_buckets, mean_grads, per_example_grads,
                            poisson_rows)
 from dpfl.models.metrics import cox_partial_likelihood
 from dpfl.models.nets import LinearScore, build_model
@@ -320,7 +320,7 @@ def test_dp_sgd_matches_a_plain_loop(kind):
     tape = {p: [] for p in range(len(records))}
     out = torch.empty_like(theta)
     for b in buckets:
-        out[b.pairs] = dp_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, clip=clip, sigma=sigma,
+        out[b.pairs] = dp_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, clip=clip, noise_std=sigma * clip,
                               gen=gen)
         draw_dp(ref_gen, b.pairs.tolist(), SIZES, b.mask.shape[1], epochs, batch, fm.dim, tape)
     for p, (X, y) in enumerate(records):
@@ -361,7 +361,7 @@ def test_dropout_masks_come_from_the_generator_in_order():
     for b in buckets:
         pairs, n_pad = b.pairs.tolist(), b.mask.shape[1]
         out_sgd[b.pairs] = local_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, gen=gen)
-        out_dp[b.pairs] = dp_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, clip=clip, sigma=sigma,
+        out_dp[b.pairs] = dp_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, clip=clip, noise_std=sigma * clip,
                                  gen=gen)
         out_g[b.pairs] = mean_grads(fm, theta[b.pairs], b, gen)
         # replay: local_sgd
@@ -451,9 +451,8 @@ def test_batched_mlp_path_equals_the_generic_vmap_path(loss):
     mean gradients and DP-SGD."""
     template = _seeded(TinySeqMLP, 6)
     fast = FlatModel(template, loss)
-    slow = FlatModel(template, loss)
-    assert fast.mlp is not None
-    slow.mlp = None
+    slow = FlatModel(template, loss, path="generic")
+    assert isinstance(fast.path, MlpPath) and not isinstance(slow.path, MlpPath)
     rng = np.random.default_rng(4)
     records = [make_xy("ce", n, 3, rng) for n in SIZES]
     # user-level buckets, and one silo-level bucket where pairs drop out of the active prefix as steps go on
@@ -466,7 +465,7 @@ def test_batched_mlp_path_equals_the_generic_vmap_path(loss):
         for name, fm in (("fast", fast), ("slow", slow)):
             runs[name] = (local_sgd(fm, t, b, epochs=3, batch=4, lr=0.2, gen=torch.Generator().manual_seed(2)),
                           mean_grads(fm, t, b, torch.Generator().manual_seed(3)),
-                          dp_sgd(fm, t, b, epochs=2, batch=4, lr=0.2, clip=0.7, sigma=0.5,
+                          dp_sgd(fm, t, b, epochs=2, batch=4, lr=0.2, clip=0.7, noise_std=0.5 * 0.7,
                                  gen=torch.Generator().manual_seed(4)))
         for got, want in zip(runs["fast"], runs["slow"]):
             assert torch.allclose(got, want, atol=1e-10, rtol=1e-9)
@@ -781,7 +780,7 @@ def test_dp_sgd_equals_opacus_dpoptimizer(kind, sigma, monkeypatch):
     fm = FlatModel(model, kind)
     theta = fm.initial()[None]
     b = to64(make_buckets([(X.numpy(), y.numpy())], batch, "cpu"))[0]
-    got = dp_sgd(fm, theta, b, epochs=epochs, batch=batch, lr=lr, clip=clip, sigma=sigma,
+    got = dp_sgd(fm, theta, b, epochs=epochs, batch=batch, lr=lr, clip=clip, noise_std=sigma * clip,
                  gen=torch.Generator().manual_seed(21))[0]
     tape = {0: []}
     draw_dp(torch.Generator().manual_seed(21), [0], [n], b.mask.shape[1], epochs, batch, fm.dim, tape)
@@ -799,7 +798,7 @@ def test_dp_sgd_noise_std_is_sigma_c_over_expected_batch():
     fm = FlatModel(model, "bce")
     b = to64(make_buckets([(X, y)] * P, batch, "cpu"))[0]
     theta = fm.initial()[None].repeat(P, 1)
-    runs = [dp_sgd(fm, theta, b, epochs=1, batch=batch, lr=lr, clip=clip, sigma=s,
+    runs = [dp_sgd(fm, theta, b, epochs=1, batch=batch, lr=lr, clip=clip, noise_std=s * clip,
                    gen=torch.Generator().manual_seed(8)) for s in (sigma, 0.0)]
     noise = (runs[1] - runs[0]) / lr  # = Σ_steps σC·z / 3
     want = sigma * clip * math.sqrt(3) / 3
@@ -814,7 +813,7 @@ def test_poisson_sampling_rate_is_q():
     X, y = np.zeros((n, 4)), np.zeros(n)  # every row's gradient is (0, σ(b)) = (0, 1/2) at θ = 0
     b = to64(make_buckets([(X, y)] * P, batch, "cpu"))[0]
     theta = torch.zeros((P, fm.dim), dtype=DT)
-    out = dp_sgd(fm, theta, b, epochs=1, batch=batch, lr=lr, clip=1e6, sigma=0.0, gen=torch.Generator().manual_seed(9))
+    out = dp_sgd(fm, theta, b, epochs=1, batch=batch, lr=lr, clip=1e6, noise_std=0.0, gen=torch.Generator().manual_seed(9))
     taken = -out[:, -1] * 3 / (0.5 * lr)  # rows taken over the 3 steps, per pair
     assert torch.allclose(taken, taken.round(), atol=1e-3)
     q = 1 / 3
@@ -832,7 +831,7 @@ def test_expected_batch_size_is_opacus_int_n_times_q(n):
     batch, lr = 4, 1e-6
     fm = FlatModel(small_linear("bce"), "bce")
     b = to64(make_buckets([(np.zeros((n, 4)), np.zeros(n))], batch, "cpu"))[0]
-    out = dp_sgd(fm, torch.zeros((1, fm.dim), dtype=DT), b, epochs=1, batch=batch, lr=lr, clip=1e6, sigma=0.0,
+    out = dp_sgd(fm, torch.zeros((1, fm.dim), dtype=DT), b, epochs=1, batch=batch, lr=lr, clip=1e6, noise_std=0.0,
                  gen=torch.Generator().manual_seed(3))
     tape = {0: []}
     draw_dp(torch.Generator().manual_seed(3), [0], [n], b.mask.shape[1], 1, batch, fm.dim, tape)

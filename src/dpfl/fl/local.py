@@ -1,8 +1,9 @@
 """Local training of many model copies at once: every (run, silo, user) pair of a round is one row of a parameter
 matrix θ (P, D), trained on its own padded, masked records. No per-pair module copies and no Python loop over
-pairs: one batched step per minibatch position. Generic path: `torch.func` (`functional_call` + `grad` + `vmap`);
-closed forms for a single linear score (Heart, TCGA) and a hand-written pass for Sequential MLPs (Creditcard), each
-checked against the generic path in the tests.
+pairs: one batched step per minibatch position. How gradients are computed is the model's `GradientPath`, chosen once
+when its FlatModel is built: `GenericPath` (`torch.func`: `functional_call` + `grad` + `vmap`), `LinearPath` (closed
+forms for a single linear score: Heart, TCGA) or `MlpPath` (a hand-written batched pass for Sequential MLPs:
+Creditcard), the fast paths checked against the generic one in the tests.
 
 - `FlatModel`: a torch module seen as a function of one flat parameter vector, with its loss (`ce`, `nll`, `bce`
   or the batch-coupled `cox`). Loss = mean over the valid (masked-in) rows of a batch.
@@ -20,6 +21,7 @@ caller; the module stays in eval mode and dropout is applied through explicit ma
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass, field
 
@@ -48,11 +50,17 @@ def keep_mask(shape: tuple, p: float, gen: torch.Generator, device) -> torch.Ten
 class FlatModel:
     """A module as f(θ, X) for a flat θ (D,). `loss`: ce (logits, int labels), nll (log-probabilities), bce
     (one logit, 0/1 labels), cox (one risk score, y = (T, E) in the last axis; the loss couples a batch's rows), or
-    any function (outputs, y) -> per-row losses (e.g. a GLM's `example_loss_t`)."""
+    any function (outputs, y) -> per-row losses (e.g. a GLM's `example_loss_t`).
 
-    def __init__(self, module: torch.nn.Module, loss):
+    `path`: how its outputs and gradients are computed, chosen once here (`GradientPath`): "auto" picks `LinearPath`
+    for a single linear score, `MlpPath` for a plain Sequential MLP with a ce/nll loss, else `GenericPath`;
+    "generic" forces `GenericPath` (the reference the fast paths are tested against)."""
+
+    def __init__(self, module: torch.nn.Module, loss, path: str = "auto"):
         if not callable(loss) and loss not in LOSSES:
             raise ValueError(f"unknown loss {loss!r}; known: {', '.join(LOSSES)} or a function (outputs, y) -> rows")
+        if path not in ("auto", "generic"):
+            raise ValueError(f"unknown gradient path {path!r}; expected auto or generic")
         self.module, self.loss = module, loss
         params = dict(module.named_parameters())
         self.names = list(params)
@@ -64,6 +72,10 @@ class FlatModel:
         # the cost of a step on such a small model is per-op overhead)
         self.linear = self.names == ["linear.weight", "linear.bias"] and self.shapes[0][0] == 1
         self.mlp = mlp_layers(module) if loss in ("ce", "nll") else None
+        if path == "generic" or not (self.linear or self.mlp is not None):
+            self.path: GradientPath = GenericPath(self)
+        else:
+            self.path = LinearPath(self) if self.linear else MlpPath(self)
 
     @property
     def coupled(self) -> bool:
@@ -81,9 +93,7 @@ class FlatModel:
 
     def apply(self, params: dict, X: torch.Tensor, masks=None) -> torch.Tensor:
         """The module's output for parameters given as a dict."""
-        if self.linear:
-            return X @ params["linear.weight"][0] + params["linear.bias"][0]
-        return functional_call(self.module, (params, self.buffers), (X,) if masks is None else (X, masks))
+        return self.path.apply(params, X, masks)
 
     def draw_masks(self, shape: tuple, gen: torch.Generator, device) -> list | None:
         """Inverted-dropout masks (0 or 1/(1−p)) for inputs of batch shape `shape` (e.g. (pairs, rows)): one per
@@ -434,36 +444,8 @@ def local_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int
     shuffle = bucket.mask.shape[1] > batch or fm.coupled
     active = active_pairs(bucket, batch)
     adam = _Adam(lr) if optimizer == "adam" else None
-    if fm.linear:
-        theta = theta.clone()
-        for _ in range(epochs):
-            for k, Xb, yb, m in _epoch_batches(bucket, batch, gen, shuffle, active):
-                g = _linear_mean_grads(fm, theta[:k], Xb, yb, m)
-                if adam is None:
-                    theta[:k].sub_(g, alpha=lr)
-                else:
-                    adam.step(k, {"theta": theta}, {"theta": g})
-        return theta
-    # contiguous per-parameter copies, updated in place: batched products over views of the flat rows (row
-    # stride D) copy their operands, ~1.5× slower here
-    params = fm.split(theta)
-    for _ in range(epochs):
-        for k, Xb, yb, m in _epoch_batches(bucket, batch, gen, shuffle, active):
-            part = {name: value[:k] for name, value in params.items()}  # the active prefix
-            masks = fm.draw_masks(m.shape, gen, theta.device)
-            if fm.mlp is not None and adam is None:
-                _mlp_sgd_step(fm, part, Xb, yb, m, masks, lr)
-                continue
-            if fm.mlp is not None:
-                g = _mlp_mean_grads(fm, part, Xb, yb, m, masks)
-            else:
-                g = _per_pair(grad(fm.batch_loss_params), masks)(part, Xb, yb, m, masks)
-            if adam is not None:
-                adam.step(k, params, g)
-                continue
-            for name, value in part.items():
-                value.sub_(g[name], alpha=lr)
-    return fm.join(params)
+    return fm.path.sgd(theta, bucket, epochs=epochs, batch=batch, lr=lr, gen=gen, shuffle=shuffle, active=active,
+                       adam=adam)
 
 
 class _Adam:
@@ -496,12 +478,7 @@ class _Adam:
 def mean_grads(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, gen: torch.Generator | None = None) -> torch.Tensor:
     """Each pair's gradient of its mean loss over all its records, at θ (Pb, D) (with dropout, as in training)."""
     fm.module.eval()
-    if fm.linear:
-        return _linear_mean_grads(fm, theta, bucket.X, bucket.y, bucket.mask)
-    masks = fm.draw_masks(bucket.mask.shape, gen, theta.device) if gen is not None else None
-    if fm.mlp is not None:
-        return fm.join(_mlp_mean_grads(fm, fm.split(theta), bucket.X, bucket.y, bucket.mask, masks))
-    return _per_pair(grad(fm.batch_loss), masks)(theta, bucket.X, bucket.y, bucket.mask, masks)
+    return fm.path.mean_grads(theta, bucket, gen)
 
 
 def clipped_mean_grad_sums(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, run_of: torch.Tensor,
@@ -515,45 +492,8 @@ def clipped_mean_grad_sums(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, r
     activations a and output gradients b (linear weight ‖Σ_i b_i a_iᵀ‖² = Σ_ij (a_i·a_j)(b_i·b_j) for small pairs,
     Ghost-clipping style, the product itself for large ones), and the clipped sum Σ_p c_p Σ_{i∈p} b_i a_iᵀ is one
     product over the run's rows scaled by their pair's coefficient."""
-    R = theta.shape[0]
-    if fm.mlp is None:
-        return weighted_clipped_sum(mean_grads(fm, theta[run_of], bucket, gen), weights, run_of, R, clip)
     fm.module.eval()
-    Pb, n = bucket.mask.shape
-    masks = fm.draw_masks(bucket.mask.shape, gen, theta.device) if gen is not None else None  # as mean_grads draws
-    # layout (R, slots, n): each run's pairs side by side, padded with empty slots
-    runs_np = run_of.cpu().numpy()
-    per_run = np.bincount(runs_np, minlength=R)
-    slots = max(1, int(per_run.max()))
-    pos = np.zeros(Pb, dtype=np.int64)
-    for r in range(R):
-        pos[runs_np == r] = np.arange(per_run[r])
-    flat = torch.as_tensor(runs_np * slots + pos, device=theta.device)
-
-    def lay(t, fill=0):  # (Pb, n, ...) -> (R, slots, n, ...)
-        out = torch.full((R * slots, *t.shape[1:]), fill, dtype=t.dtype, device=t.device)
-        out[flat] = t
-        return out.reshape(R, slots, *t.shape[1:])
-
-    dt = theta.dtype
-    w = torch.zeros(R * slots, dtype=dt, device=theta.device)
-    w[flat] = weights.to(dt)
-    w = w.reshape(R, slots)
-    X, y, mask = lay(bucket.X), lay(bucket.y), lay(bucket.mask, False)
-    row_w = lay(bucket.mask.to(dt) / bucket.counts.clamp(min=1).to(dt)[:, None])  # the mean over the pair's rows
-    masks = None if masks is None else [lay(m) for m in masks]
-    params = fm.split(theta)
-    total = torch.zeros_like(theta)
-    step = max(1, chunk_rows // n)  # slots per chunk: ~chunk_rows rows per run, activations that stay in the cache
-    for s0 in range(0, slots, step):
-        c = min(step, slots - s0)
-
-        def rows(t):  # (R, slots, n, ...) -> this chunk's (R, c·n, ...)
-            return t[:, s0: s0 + c].reshape(R, c * n, *t.shape[3:])
-
-        total += _clipped_chunk(fm, params, rows(X), rows(y), rows(row_w),
-                                None if masks is None else [rows(m) for m in masks], w[:, s0: s0 + c], n, clip)
-    return total
+    return fm.path.clipped_mean_grad_sums(theta, bucket, run_of, weights, clip, gen, chunk_rows)
 
 
 def _clipped_chunk(fm, params, X, y, row_w, masks, w, n: int, clip: float) -> torch.Tensor:
@@ -599,12 +539,7 @@ def run_outputs(fm: FlatModel, theta: torch.Tensor, X: torch.Tensor, chunk: int 
     cache: 1.6× faster than whole test sets on the Creditcard MLP)."""
     fm.module.eval()
     with torch.no_grad():
-        if fm.linear:
-            return _linear_scores(theta, X)
-        params = fm.views(theta) if fm.mlp is not None else None
-        parts = [_mlp_forward(fm, params, X[:, a: a + chunk], None) if params is not None
-                 else vmap(fm.forward)(theta, X[:, a: a + chunk]) for a in range(0, X.shape[1], chunk)]
-        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+        return fm.path.outputs(theta, X, chunk)
 
 
 def per_example_grads(fm: FlatModel, theta: torch.Tensor, X, y, mask, masks=None) -> torch.Tensor:
@@ -653,33 +588,209 @@ def poisson_rows(counts: torch.Tensor, q: torch.Tensor, gen: torch.Generator) ->
 
 
 def dp_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, batch: int, lr: float, clip: float,
-           sigma: float, gen: torch.Generator) -> torch.Tensor:
+           noise_std: float, gen: torch.Generator) -> torch.Tensor:
     """Opacus-semantics DP-SGD (record level) for every pair of the bucket, from θ (Pb, D): per pair with N records,
     q = 1/⌈N/B⌉ and ⌈N/B⌉ steps per epoch; each step samples every record with probability q, clips each
-    per-example gradient at C, adds N(0, σ²C²) to the sum and divides by the expected batch size ⌊N·q⌋."""
+    per-example gradient at C, adds N(0, noise_std²) to the sum (Opacus: noise_std = σC for noise multiplier σ) and
+    divides by the expected batch size ⌊N·q⌋."""
     fm.module.eval()
     counts = bucket.counts.to(theta.dtype)
     q = 1.0 / torch.ceil(counts / batch).clamp(min=1)
     expected = torch.floor(counts * q).clamp(min=1)[:, None]
     theta = theta.clone()
-    params = fm.views(theta) if fm.mlp is not None else None  # per-parameter views of the flat rows
-
     active = active_pairs(bucket, batch)  # pairs with fewer steps per epoch are done: a prefix stays
-
-    def per_pair(t, x, yy, m, mk):
-        return _per_pair(lambda *a: per_example_grads(fm, *a), mk)(t, x, yy, m, mk)
     for _ in range(epochs):
         for k in active:
             idx, m = poisson_rows(bucket.counts[:k], q[:k], gen)
             Xb, yb = _gather(bucket.X[:k], idx), _gather(bucket.y[:k], idx)
-            if fm.linear:
-                summed = _linear_clipped_sum(fm, theta[:k], Xb, yb, m, clip)
-            elif params is not None:
-                summed = fm.join(_mlp_clipped_sum(fm, {n: v[:k] for n, v in params.items()}, Xb, yb, m,
-                                                  fm.draw_masks(idx.shape, gen, theta.device), clip))
-            else:
-                g = per_pair(theta[:k], Xb, yb, m, fm.draw_masks(idx.shape, gen, theta.device))  # (k, width, D)
-                summed = clip_updates(g, clip)[0].sum(1)
+            summed = fm.path.clipped_example_sums(theta, k, Xb, yb, m, gen, clip)  # (k, D); may draw dropout
             noise = torch.randn((k, fm.dim), generator=gen, device=theta.device, dtype=theta.dtype)
-            theta[:k].sub_(summed.add_(noise, alpha=sigma * clip).div_(expected[:k]), alpha=lr)
+            theta[:k].sub_(summed.add_(noise, alpha=noise_std).div_(expected[:k]), alpha=lr)
     return theta
+
+
+# ------------------------------------------------------------------------------------------ gradient paths
+
+
+class GradientPath(abc.ABC):
+    """How a FlatModel computes its outputs and gradients, chosen once when it is built (`FlatModel.path`). The
+    functions above (local_sgd, mean_grads, clipped_mean_grad_sums, dp_sgd, run_outputs) do what every path shares
+    (eval mode, batching, sampling, noise) and hand the model-specific work to it."""
+
+    def __init__(self, fm: FlatModel):
+        self.fm = fm
+
+    def apply(self, params: dict, X: torch.Tensor, masks=None) -> torch.Tensor:
+        """The module's output for parameters given as a dict."""
+        return functional_call(self.fm.module, (params, self.fm.buffers), (X,) if masks is None else (X, masks))
+
+    @abc.abstractmethod
+    def sgd(self, theta, bucket: Bucket, *, epochs: int, batch: int, lr: float, gen, shuffle: bool,
+            active: list[int], adam) -> torch.Tensor:
+        """`local_sgd`'s epochs from θ (Pb, D) (`adam` None: plain SGD steps); returns the trained θ."""
+
+    @abc.abstractmethod
+    def mean_grads(self, theta, bucket: Bucket, gen) -> torch.Tensor:
+        """Each pair's gradient of its mean loss over all its records (P, D), dropout drawn from `gen` (if any)."""
+
+    def clipped_mean_grad_sums(self, theta, bucket: Bucket, run_of, weights, clip: float, gen,
+                               chunk_rows: int) -> torch.Tensor:
+        """`clipped_mean_grad_sums`: here by clipping and summing the per-pair mean gradients."""
+        return weighted_clipped_sum(mean_grads(self.fm, theta[run_of], bucket, gen), weights, run_of, theta.shape[0],
+                                    clip)
+
+    @abc.abstractmethod
+    def clipped_example_sums(self, theta, k: int, Xb, yb, m, gen, clip: float) -> torch.Tensor:
+        """Σ_i clip_C(g_i) over the sampled valid rows of each of the first k pairs (k, D), g_i the per-example
+        gradient in Opacus's semantics (`per_example_grads`), at θ[:k]; dropout drawn from `gen` (if any)."""
+
+    @abc.abstractmethod
+    def outputs(self, theta, X, chunk: int) -> torch.Tensor:
+        """`run_outputs` (no dropout, no autograd)."""
+
+
+class LinearPath(GradientPath):
+    """A single linear score x·w + b (Heart, TCGA): closed-form gradients, no dropout, no module machinery."""
+
+    def apply(self, params, X, masks=None):
+        return X @ params["linear.weight"][0] + params["linear.bias"][0]
+
+    def sgd(self, theta, bucket, *, epochs, batch, lr, gen, shuffle, active, adam):
+        fm, theta = self.fm, theta.clone()
+        for _ in range(epochs):
+            for k, Xb, yb, m in _epoch_batches(bucket, batch, gen, shuffle, active):
+                g = _linear_mean_grads(fm, theta[:k], Xb, yb, m)
+                if adam is None:
+                    theta[:k].sub_(g, alpha=lr)
+                else:
+                    adam.step(k, {"theta": theta}, {"theta": g})
+        return theta
+
+    def mean_grads(self, theta, bucket, gen):
+        return _linear_mean_grads(self.fm, theta, bucket.X, bucket.y, bucket.mask)
+
+    def clipped_example_sums(self, theta, k, Xb, yb, m, gen, clip):
+        return _linear_clipped_sum(self.fm, theta[:k], Xb, yb, m, clip)
+
+    def outputs(self, theta, X, chunk):
+        return _linear_scores(theta, X)
+
+
+class _ModulePath(GradientPath):
+    """Local SGD on contiguous per-parameter copies, updated in place (batched products over views of the flat
+    rows, row stride D, copy their operands: ~1.5× slower here); each step draws the active pairs' dropout masks."""
+
+    def sgd(self, theta, bucket, *, epochs, batch, lr, gen, shuffle, active, adam):
+        fm = self.fm
+        params = fm.split(theta)
+        for _ in range(epochs):
+            for k, Xb, yb, m in _epoch_batches(bucket, batch, gen, shuffle, active):
+                part = {name: value[:k] for name, value in params.items()}  # the active prefix
+                masks = fm.draw_masks(m.shape, gen, theta.device)
+                self.sgd_step(params, part, k, Xb, yb, m, masks, lr, adam)
+        return fm.join(params)
+
+    @abc.abstractmethod
+    def sgd_step(self, params: dict, part: dict, k: int, Xb, yb, m, masks, lr: float, adam) -> None:
+        """One step on the active prefix `part` (views of `params`' first k rows), in place."""
+
+    def _masks(self, shape, gen, device):
+        return self.fm.draw_masks(shape, gen, device) if gen is not None else None
+
+
+class GenericPath(_ModulePath):
+    """Any module: torch.func (`functional_call` + `grad` + `vmap` over the pairs)."""
+
+    def sgd_step(self, params, part, k, Xb, yb, m, masks, lr, adam):
+        g = _per_pair(grad(self.fm.batch_loss_params), masks)(part, Xb, yb, m, masks)
+        if adam is not None:
+            adam.step(k, params, g)
+            return
+        for name, value in part.items():
+            value.sub_(g[name], alpha=lr)
+
+    def mean_grads(self, theta, bucket, gen):
+        masks = self._masks(bucket.mask.shape, gen, theta.device)
+        return _per_pair(grad(self.fm.batch_loss), masks)(theta, bucket.X, bucket.y, bucket.mask, masks)
+
+    def clipped_example_sums(self, theta, k, Xb, yb, m, gen, clip):
+        fm = self.fm
+
+        def per_pair(t, x, yy, mm, mk):
+            return _per_pair(lambda *a: per_example_grads(fm, *a), mk)(t, x, yy, mm, mk)
+        g = per_pair(theta[:k], Xb, yb, m, fm.draw_masks(m.shape, gen, theta.device))  # (k, width, D)
+        return clip_updates(g, clip)[0].sum(1)
+
+    def outputs(self, theta, X, chunk):
+        parts = [vmap(self.fm.forward)(theta, X[:, a: a + chunk]) for a in range(0, X.shape[1], chunk)]
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+
+
+class MlpPath(_ModulePath):
+    """A plain Sequential MLP with a ce/nll loss (Creditcard): the hand-written batched forward and backward passes
+    above (fused in-place SGD updates, per-example clipped sums from activations, ULDP-SGD's aggregate without
+    per-pair gradients)."""
+
+    def sgd_step(self, params, part, k, Xb, yb, m, masks, lr, adam):
+        if adam is None:
+            _mlp_sgd_step(self.fm, part, Xb, yb, m, masks, lr)
+            return
+        adam.step(k, params, _mlp_mean_grads(self.fm, part, Xb, yb, m, masks))
+
+    def mean_grads(self, theta, bucket, gen):
+        fm = self.fm
+        masks = self._masks(bucket.mask.shape, gen, theta.device)
+        return fm.join(_mlp_mean_grads(fm, fm.split(theta), bucket.X, bucket.y, bucket.mask, masks))
+
+    def clipped_example_sums(self, theta, k, Xb, yb, m, gen, clip):
+        fm = self.fm
+        params = fm.views(theta)  # per-parameter views of the flat rows
+        return fm.join(_mlp_clipped_sum(fm, {n: v[:k] for n, v in params.items()}, Xb, yb, m,
+                                        fm.draw_masks(m.shape, gen, theta.device), clip))
+
+    def outputs(self, theta, X, chunk):
+        fm = self.fm
+        params = fm.views(theta)
+        parts = [_mlp_forward(fm, params, X[:, a: a + chunk], None) for a in range(0, X.shape[1], chunk)]
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+
+    def clipped_mean_grad_sums(self, theta, bucket, run_of, weights, clip, gen, chunk_rows):
+        """The pairs of one run share their model: forward and backward passes over all of a run's rows, a pair's
+        squared gradient norm from its rows' activations and output gradients (see `clipped_mean_grad_sums`)."""
+        fm = self.fm
+        R = theta.shape[0]
+        Pb, n = bucket.mask.shape
+        masks = fm.draw_masks(bucket.mask.shape, gen, theta.device) if gen is not None else None  # as mean_grads draws
+        # layout (R, slots, n): each run's pairs side by side, padded with empty slots
+        runs_np = run_of.cpu().numpy()
+        per_run = np.bincount(runs_np, minlength=R)
+        slots = max(1, int(per_run.max()))
+        pos = np.zeros(Pb, dtype=np.int64)
+        for r in range(R):
+            pos[runs_np == r] = np.arange(per_run[r])
+        flat = torch.as_tensor(runs_np * slots + pos, device=theta.device)
+
+        def lay(t, fill=0):  # (Pb, n, ...) -> (R, slots, n, ...)
+            out = torch.full((R * slots, *t.shape[1:]), fill, dtype=t.dtype, device=t.device)
+            out[flat] = t
+            return out.reshape(R, slots, *t.shape[1:])
+
+        dt = theta.dtype
+        w = torch.zeros(R * slots, dtype=dt, device=theta.device)
+        w[flat] = weights.to(dt)
+        w = w.reshape(R, slots)
+        X, y, mask = lay(bucket.X), lay(bucket.y), lay(bucket.mask, False)
+        row_w = lay(bucket.mask.to(dt) / bucket.counts.clamp(min=1).to(dt)[:, None])  # the mean over the pair's rows
+        masks = None if masks is None else [lay(m) for m in masks]
+        params = fm.split(theta)
+        total = torch.zeros_like(theta)
+        step = max(1, chunk_rows // n)  # slots per chunk: ~chunk_rows rows per run, activations that stay in the cache
+        for s0 in range(0, slots, step):
+            c = min(step, slots - s0)
+
+            def rows(t):  # (R, slots, n, ...) -> this chunk's (R, c·n, ...)
+                return t[:, s0: s0 + c].reshape(R, c * n, *t.shape[3:])
+
+            total += _clipped_chunk(fm, params, rows(X), rows(y), rows(row_w),
+                                    None if masks is None else [rows(m) for m in masks], w[:, s0: s0 + c], n, clip)
+        return total

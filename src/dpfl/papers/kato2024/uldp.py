@@ -97,7 +97,7 @@ def round_fn(method, hyper: dict, fed: Federation, fm: FlatModel, *, sigma: floa
     def local(theta_pairs, b):
         if fam == "group":
             return dp_sgd(fm, theta_pairs, b, epochs=int(hyper["epochs"]), batch=batch, lr=float(hyper["eta_l"]),
-                          clip=clip, sigma=sigma, gen=gen)
+                          clip=clip, noise_std=sigma * clip, gen=gen)
         return local_sgd(fm, theta_pairs, b, epochs=int(hyper["epochs"]), batch=batch, lr=float(hyper["eta_l"]),
                          gen=gen)
 
