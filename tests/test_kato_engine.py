@@ -12,6 +12,7 @@ first, then per bucket the local draws (+ NAIVE's noise), then the silo noise.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import dp_accounting
@@ -27,10 +28,18 @@ from dpfl.fl.local import (FlatModel, MlpPath, clipped_mean_grad_sums, dp_sgd, k
                            poisson_rows)
 from dpfl.models.metrics import cox_partial_likelihood
 from dpfl.models.nets import LinearScore, build_model
-from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
+from dpfl.papers.kato2024.methods import BY_ID, HYPER_BLOCKS, epsilon_curves
 from dpfl.fl.aggregate import weighted_clipped_sum
-from dpfl.papers.kato2024.uldp import Federation, round_fn, silo_noise
+from dpfl.papers.kato2024.uldp import Federation, round_rule, silo_noise
 from dpfl.privacy.rdp import STANDARD_ORDERS
+
+
+def hyper_for(method, block: dict):
+    """The method's typed hyper-parameters from a block that may hold keys its family does not take (tests share
+    one block across families)."""
+    names = {f.name for f in dataclasses.fields(HYPER_BLOCKS[method.hyper])}
+    return method.hyper_params({k: v for k, v in block.items() if k in names})
+
 
 DT = torch.float64
 TOL = 1e-5
@@ -662,7 +671,8 @@ def engine_round(method, hyper, runs, S, U, template, kind, theta, *, sigma, bat
     fed = Federation.build(runs, S, U, level, batch, "cpu")
     to64(fed.buckets)
     gen = torch.Generator().manual_seed(seed)
-    step = round_fn(method, hyper, fed, FlatModel(template, kind), sigma=sigma, batch=batch, gen=gen, q=q,
+    step = round_rule(method, hyper_for(method, hyper), fed, FlatModel(template, kind), sigma=sigma, batch=batch,
+                      gen=gen, q=q,
                     sgd_gradient=sgd_gradient)
     return step(theta.clone()), fed
 
@@ -897,7 +907,8 @@ def test_round_noise_std(mid, want_scale):
             b.y.fill_(0.5)
     hyper = {"eta_g": eta_g, "eta_l": 0.0, "epochs": 1, "clip": C}
     theta = torch.zeros((R, fm.dim), dtype=DT)
-    out = round_fn(method, hyper, fed, fm, sigma=sigma, batch=4, gen=torch.Generator().manual_seed(4))(theta)
+    out = round_rule(method, hyper_for(method, hyper), fed, fm, sigma=sigma, batch=4,
+                     gen=torch.Generator().manual_seed(4))(theta)
     assert out.std().item() == pytest.approx(eta_g * sigma * C * want_scale(S, U), rel=0.05)
 
 
@@ -915,12 +926,12 @@ def sensitivity_runs():
 
 
 def pre_noise_aggregate(method, run, hyper, S, U):
-    """Σ_s Σ_u w·clip(Δ) (AVG, SGD) through round_fn at σ = 0, η_g = 1, full batches (shuffles do not matter)."""
+    """Σ_s Σ_u w·clip(Δ) (AVG, SGD) through the round rule at σ = 0, η_g = 1, full batches (shuffles do not matter)."""
     fed = Federation.build([run], S, U, "user", 16, "cpu")
     to64(fed.buckets)
     fm = FlatModel(small_linear("bce", seed=5), "bce")
     theta = fm.initial()[None]
-    out = round_fn(method, {**hyper, "eta_g": 1.0}, fed, fm, sigma=0.0, batch=16,
+    out = round_rule(method, hyper_for(method, {**hyper, "eta_g": 1.0}), fed, fm, sigma=0.0, batch=16,
                    gen=torch.Generator().manual_seed(0))(theta.clone())
     return ((theta - out) if method.family == "sgd" else (out - theta))[0] * U * S
 
@@ -962,7 +973,7 @@ def test_naive_sensitivity_is_2c_not_c():
         fed = Federation.build([r], S, U, "silo", 8, "cpu")
         to64(fed.buckets)
         fm = FlatModel(_seeded(lambda: LinearScore(1), 0), "bce")
-        return round_fn(m, {**hyper, "eta_g": 1.0}, fed, fm, sigma=0.0, batch=8,
+        return round_rule(m, {**hyper, "eta_g": 1.0}, fed, fm, sigma=0.0, batch=8,
                         gen=torch.Generator().manual_seed(0))(torch.zeros((1, fm.dim), dtype=DT))[0]
 
     change = float(torch.linalg.vector_norm(agg(run) - agg(without(run, 0))))

@@ -30,7 +30,7 @@ PARAMS = {
                {"id": "b", "users": 6, "distribution": "zipf", "silos": 2}],
     "methods": ["default", "uldp_group_2", "uldp_sgd", "uldp_avg", "uldp_avg_w", "uldp_avg_ws"],
     "sampling_rates": [0.5], "seeds": [0, 1], "rounds": 3, "batch": 4, "sigma": 5.0, "delta": 1e-5,
-    "eval_batch": 512, "pair_chunk": None,
+    "eval_batch": 512, "pair_chunk": None, "train_subsample": 1.0,
     "hyper": {"fedavg": {"eta_g": 1.0, "eta_l": 0.01, "epochs": 2}, "group": {"eta_g": 1.0, "clip": 1.0, "eta_l": 0.01, "epochs": 1},
               "sgd": {"eta_g": 10.0, "clip": 0.1}, "avg": {"eta_g": 10.0, "clip": 0.1, "eta_l": 0.01, "epochs": 2}},
     "implementation": {"sgd_gradient": "mean", "test_loss": "mean", "group_orders": "mironov", "group_parallel": "rdp",
@@ -127,21 +127,17 @@ def test_a_diverging_run_is_recorded_as_failed_not_a_crash(fixture, monkeypatch)
     figure table draws that curve from the remaining seed (`seeds` = 1) with failed_seeds = 1."""
     from dpfl.papers.kato2024 import uldp
 
-    real = uldp.round_fn
+    real, calls = uldp.AvgRound.step, []
 
-    def breaking(*args, **kwargs):
-        step, calls = real(*args, **kwargs), []
+    def breaking(self, theta, t):
+        calls.append(t)
+        out = real(self, theta, t)
+        if len(calls) >= 2:
+            out = out.clone()
+            out[1] = float("nan")
+        return out
 
-        def wrapped(theta):
-            calls.append(1)
-            out = step(theta)
-            if len(calls) >= 2:
-                out = out.clone()
-                out[1] = float("nan")
-            return out
-        return wrapped
-
-    monkeypatch.setattr(uldp, "round_fn", breaking)  # the cell imports it from the module when it runs
+    monkeypatch.setattr(uldp.AvgRound, "step", breaking)  # ULDP-AVG's round rule (the family chosen by the cell)
     df = run_cell(job("a-uldp_avg"), fixture, lambda *a: None)
     s1, s0 = df[df["seed"] == 1].sort_values("round"), df[df["seed"] == 0]
     assert s1["failed"].tolist() == [False, True, True] and s1["utility"].iloc[1:].isna().all()
@@ -205,6 +201,35 @@ def test_fig10a_reads_fig8s_identical_run_and_computes_its_own_when_they_differ(
     edited = copy.deepcopy(cfg)
     edited.papers["kato2024"]["figures"]["fig8"]["params"]["hyper"]["avg"]["clip"] = 0.5
     assert jobs.cell_sources(edited, "kato2024", "fig10a", "none")[0] == ("fig10a", "b-uldp_avg_w")
+
+
+@pytest.mark.parametrize("cell, block", [("a-uldp_avg", "avg"), ("b-uldp_group_2", "group"), ("a-uldp_sgd", "sgd")])
+def test_a_private_method_without_clip_stops_with_the_method_and_the_key(fixture, cell, block):
+    """A private family's YAML block without `clip` is an error naming the method and the key (it used to train
+    with every update clipped to 0 and no noise)."""
+    from dpfl.papers.kato2024.methods import HyperError
+
+    params = {**PARAMS, "hyper": {**PARAMS["hyper"], block: {k: v for k, v in PARAMS["hyper"][block].items()
+                                                             if k != "clip"}}}
+    label = BY_ID[layout.parse_cell(cell)[1]].label
+    with pytest.raises(HyperError, match=rf"{label}.*params\.hyper\.{block} lacks 'clip'"):
+        run_cell(job(cell, params), fixture, lambda *a: None)
+
+
+def test_typed_hyper_parameters_per_family():
+    from dpfl.papers.kato2024.methods import HyperError, LocalHyper, PrivateLocalHyper, SgdHyper
+
+    h = BY_ID["uldp_avg_w"].hyper_params({"eta_g": 10, "clip": 0.1, "eta_l": 0.01, "epochs": 2})
+    assert h == PrivateLocalHyper(eta_g=10.0, eta_l=0.01, epochs=2, clip=0.1) and isinstance(h.eta_g, float)
+    assert BY_ID["default"].hyper_params({"eta_g": 1.0, "eta_l": 0.1, "epochs": 3}) == LocalHyper(1.0, 0.1, 3)
+    sgd = BY_ID["uldp_sgd"].hyper_params({"eta_g": 10.0, "clip": 0.1})
+    assert sgd == SgdHyper(10.0, 0.1) and sgd.epochs == 1
+    with pytest.raises(HyperError, match="ULDP-SGD.*'epochs'.*does not use"):
+        BY_ID["uldp_sgd"].hyper_params({"eta_g": 10.0, "clip": 0.1, "epochs": 5})
+    with pytest.raises(HyperError, match="DEFAULT.*lacks 'eta_l'"):
+        BY_ID["default"].hyper_params({"eta_g": 1.0, "epochs": 3})
+    with pytest.raises(AttributeError):  # frozen
+        h.clip = 1.0
 
 
 def test_k6_normal_conversion_every_fifth_round(fixture):

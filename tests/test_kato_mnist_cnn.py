@@ -30,7 +30,7 @@ from dpfl.fl.aggregate import pair_weights, silo_messages, weighted_clipped_sum
 from dpfl.fl.local import FlatModel, keep_mask, local_sgd, make_buckets
 from dpfl.models.nets import MnistCNN, build_model
 from dpfl.papers.kato2024.methods import BY_ID
-from dpfl.papers.kato2024.uldp import Federation, round_fn
+from dpfl.papers.kato2024.uldp import Federation, round_rule
 
 DT = torch.float64
 TOL = 1e-10  # float64 throughout: batched and looped arithmetic agree to rounding
@@ -357,7 +357,8 @@ def test_uldp_round_on_the_cnn_equals_the_per_silo_per_user_loop(mid):
         want[r] = theta[r] - scale * total if method.family == "sgd" else theta[r] + scale * total
 
     gen = torch.Generator().manual_seed(11)
-    got = round_fn(method, hyper, fed, fm, sigma=sigma, batch=batch, gen=gen)(theta.clone())
+    block = hyper if method.family == "avg" else {"eta_g": hyper["eta_g"], "clip": C}  # SGD: no local training
+    got = round_rule(method, block, fed, fm, sigma=sigma, batch=batch, gen=gen)(theta.clone())
     assert torch.equal(torch.rand(3, generator=gen), torch.rand(3, generator=ref))  # the same number of draws
     assert torch.allclose(got - theta, want - theta, atol=TOL, rtol=0), (got - want).abs().max()
     assert (got - theta).abs().max() > 1e-3

@@ -1,17 +1,21 @@
 """One kato2024 cell: one method (at one sampling rate) on one panel, every seed batched into one set of runs
 (spec §7). Reads the prepared dataset and the panel's allocation of every seed, trains with the round rule of
-dpfl.papers.kato2024.uldp on the configured device, evaluates on the test set after every round and returns one
-row per (seed, round): utility, test loss (mean, and the paper's per-batch sum), ε nominal and certified."""
+dpfl.papers.kato2024.uldp (the method family's round rule, chosen once) in the round loop of dpfl.fl.engine on the
+configured device, evaluates on the test set after every round and returns one row per (seed, round): utility, test
+loss (mean, and the paper's per-batch sum), ε nominal and certified. A seed whose model turns non-finite, or whose
+test loss does, is failed from then on (its rows NaN; dpfl.fl.engine.FreezeNonFinite). Random streams: `Streams`."""
 
 from __future__ import annotations
 
-import math
-import time
+import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from dpfl.fl.engine import Evaluation, RoundRule
 from dpfl.papers.kato2024.layout import parse_cell, panel_of, seed_allocation
+from dpfl.seeds import rng_for
 
 #: per dataset: the model of spec §3, its loss, the utility metric (named for what it computes), the records per
 #: (user, silo) GROUP's bounding allocates at a time (TCGA: 2, the Cox loss needs pairs)
@@ -106,101 +110,152 @@ def evaluate(fm, theta, X_test, y_test, metric: str, eval_batch: int) -> list[di
     return rows
 
 
+@dataclass(frozen=True)
+class Streams:
+    """The named random streams of a kato2024 cell, all derived from the global seed. Decision (written once,
+    here): a seed's record subsample (reduced scales) depends on (dataset, share, seed) only, so every method sees
+    the same records; a cell's training draws (shuffles, Poisson samples, dropout masks, noise: one torch Generator
+    for all its seeds) depend on (dataset, distribution, U, S, method, q, the cell's seeds); a protocol run's
+    (Figs 11-12) on (setting, seed): its first draw seeds its torch Generator, the rest is its key exchange's."""
+
+    seed: int
+
+    def subsample(self, dataset: str, share: float, run_seed: int) -> np.random.Generator:
+        return rng_for(self.seed, "kato2024", dataset, "subsample", share, run_seed)
+
+    def training(self, dataset: str, distribution: str, users: int, silos: int, method: str, q: float | None,
+                 seeds, device):
+        """The cell's torch Generator on `device`."""
+        import torch
+
+        key = rng_for(self.seed, "kato2024", "train", dataset, distribution, users, silos, method,
+                      -1.0 if q is None else q, *seeds)
+        return torch.Generator(device=device).manual_seed(int(key.integers(2**62)))
+
+    def protocol(self, setting: str, run_seed: int) -> np.random.Generator:
+        return rng_for(self.seed, "kato2024", "protocol", setting, run_seed)
+
+
+class TestEvaluation(Evaluation):
+    """Every run's test utility and losses (`evaluate`), after every round."""
+
+    def __init__(self, fm, X_test, y_test, metric: str, eval_batch: int):
+        self.fm, self.X_test, self.y_test, self.metric, self.eval_batch = fm, X_test, y_test, metric, eval_batch
+
+    def evaluate(self, state, t: int) -> dict:
+        rows = evaluate(self.fm, state, self.X_test, self.y_test, self.metric, self.eval_batch)
+        return {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]}
+
+    def summary(self, values: dict, failed) -> str:
+        u = np.asarray(values["utility"])[~np.asarray(failed)]
+        return f"mean {self.metric} {np.nanmean(u):.4f}" if np.isfinite(u).any() else f"no finite {self.metric}"
+
+
+class SecureRounds(RoundRule, Evaluation):
+    """One run's rounds of ULDP-AVG-w through the private weighting protocol (kato2024 Figs 11-12,
+    dpfl.papers.kato2024.secure.secure_round), as both the round rule of dpfl.fl.engine.run_rounds and its
+    evaluation: after each round, the phase times (seconds per phase; local training one entry per silo), each
+    silo's full-size exponentiations, and the relative error of the decrypted aggregate against the plaintext sum of
+    the same messages (one run: every value a list of one). Here beside the training cell's pieces the protocol's
+    cell shares (`Streams`, `load_run_data`): dpfl.papers.kato2024.protocol keeps its layout import-light."""
+
+    def __init__(self, fed, fm, hyper, *, sigma: float, batch: int, gen, server, silos: list, reference: bool,
+                 optimizer: str):
+        self.fed, self.fm, self.hyper, self.server, self.silos = fed, fm, hyper, server, silos
+        self.sigma, self.batch, self.gen, self.reference, self.optimizer = sigma, batch, gen, reference, optimizer
+        self.blocks = dataclasses.asdict(hyper)  # secure_round reads the hyper-parameters by name
+        self.state: dict = {}  # secure_round's across the rounds of the run (-w: the blinded histograms)
+        self.last: dict = {}
+
+    def step(self, theta, t: int):
+        from dpfl.papers.kato2024.secure import secure_round
+
+        fed, times = self.fed, {}
+        new, plain = secure_round(theta, fed, self.fm, self.blocks, sigma=self.sigma, batch=self.batch, gen=self.gen,
+                                  server=self.server, silos=self.silos, round_=t, reference=self.reference,
+                                  optimizer=self.optimizer, times=times, state=self.state)
+        got = (new - theta).numpy() / (self.hyper.eta_g / (fed.n_users * fed.n_silos))
+        self.last = {"decrypted_rel_err": float(np.max(np.abs(got - plain)) / max(np.max(np.abs(plain)), 1e-300)),
+                     "phases": times, "full_exponentiations": [silo.full_exponentiations for silo in self.silos]}
+        return new
+
+    def evaluate(self, state, t: int) -> dict:
+        return {k: [v] for k, v in self.last.items()}
+
+    def summary(self, values: dict, failed) -> str:
+        return f"decrypted vs plaintext relative error {values['decrypted_rel_err'][0]:.1e}"
+
+
 def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     import torch
 
     from dpfl.fl.device import describe, resolve_device
+    from dpfl.fl.engine import FreezeNonFinite, progress_rounds, run_rounds
     from dpfl.fl.local import FlatModel
+    from dpfl.io import Progress
     from dpfl.models.nets import build_model
-    from dpfl.papers.kato2024.group import bounding_flags, group_size
+    from dpfl.papers.kato2024 import uldp
     from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
-    from dpfl.papers.kato2024.uldp import Federation, round_fn
-    from dpfl.seeds import rng_for
 
     p = job.params
     panel_id, method_id, q = parse_cell(job.cell)
     panel, method = panel_of(p, panel_id), BY_ID[method_id]
     dataset, task = p["dataset"], TASKS[p["dataset"]]
-    hyper = dict(p["hyper"][method.hyper])
+    hyper = method.hyper_params(p["hyper"][method.hyper])
     impl = p["implementation"]
     device = resolve_device(job.device)
     seeds = list(p["seeds"])
     S, U, T, B = int(panel["silos"]), int(panel["users"]), int(p["rounds"]), int(p["batch"])
-    sigma, delta = float(p["sigma"]), float(p["delta"])
+    sigma, delta, rate = float(p["sigma"]), float(p["delta"]), 1.0 if q is None else q
+    streams = Streams(job.seed)
+    Rule = uldp.rule_class(method, impl["sgd_gradient"])  # noqa: N806  (the family, chosen once)
 
     prepared = dict(np.load(inputs["prepared"][dataset], allow_pickle=False))
     runs, group_ks, kept = [], [], []
+    share = float(p["train_subsample"])
     for seed in seeds:
-        name = seed_allocation(p, panel, seed)
-        alloc = dict(np.load(inputs["allocations"][name], allow_pickle=False))
+        alloc = dict(np.load(inputs["allocations"][seed_allocation(p, panel, seed)], allow_pickle=False))
         d = load_run_data(dataset, prepared, alloc)
-        share = float(p.get("train_subsample", 1.0))
         if share < 1.0:  # a reduced scale: a uniform random subset of the seed's training records
-            d = subsample(d, share, rng_for(job.seed, "kato2024", dataset, "subsample", share, seed))
-        if method.family == "group":
-            counts = np.bincount(d["user"], minlength=U)
-            k = group_size(method.group, counts)
-            flags = bounding_flags(d["user"], d["silo"], S, k, step=task["group_step"])
+            d = subsample(d, share, streams.subsample(dataset, share, seed))
+        d, k = Rule.prepare(d, method, S, U, task["group_step"])
+        if k is not None:
             group_ks.append(k)
-            for key in ("X", "y", "silo", "user"):
-                d[key] = d[key][flags]
         kept.append(np.bincount(d["silo"], minlength=S))
         runs.append(d)
-    level = "user" if method.family in ("avg", "sgd") else "silo"
-    fed = Federation.build(runs, S, U, level, B, device, chunk=p.get("pair_chunk"))
-    log(f"{panel_id}/{method.label}{'' if q is None else f' q={q}'}: {len(seeds)} seeds, {len(fed.run)} pairs in "
-        f"{len(fed.buckets)} buckets, U={U}, S={S}, T={T}, device {describe(device)}")
+    fed = uldp.Federation.build(runs, S, U, Rule.level, B, device, chunk=p["pair_chunk"])
+    name = f"{panel_id}/{method.label}{'' if q is None else f' q={q}'}"
+    log(f"{name}: {len(seeds)} seeds, {len(fed.run)} pairs in {len(fed.buckets)} buckets, U={U}, S={S}, T={T}, "
+        f"device {describe(device)}")
 
     fm = FlatModel(build_model(task["model"], seeds[0]), task["loss"])
     fm.module.to(device)
     theta = torch.stack([FlatModel(build_model(task["model"], s), task["loss"]).initial() for s in seeds]).to(device)
-    key = rng_for(job.seed, "kato2024", "train", dataset, panel["distribution"], U, S, method.id,
-                  -1.0 if q is None else q, *seeds)
-    seed_int = int(key.integers(2**62))
-    gen = torch.Generator(device=device).manual_seed(seed_int)
-    step = round_fn(method, hyper, fed, fm, sigma=sigma, batch=B, gen=gen, q=1.0 if q is None else q,
-                    sgd_gradient=impl["sgd_gradient"])
-    X_test = [torch.as_tensor(d["X_test"], device=device) for d in runs]
-    y_test = [torch.as_tensor(d["y_test"], device=device) for d in runs]
-
-    rows, failed = [], np.zeros(len(seeds), dtype=bool)
-    start = time.perf_counter()
-    for t in range(1, T + 1):
-        new = step(theta)
-        ok = torch.isfinite(new).all(dim=1)
-        theta = torch.where(ok[:, None], new, theta)  # a failed run stays at its last valid model
-        evals = evaluate(fm, theta, X_test, y_test, task["metric"], int(p["eval_batch"]))
-        for r, seed in enumerate(seeds):
-            e = evals[r]
-            failed[r] |= (not bool(ok[r])) or not math.isfinite(e["test_loss"])
-            if failed[r]:
-                e = {k: float("nan") for k in e}
-            rows.append({"seed": seed, "round": t, **e, "failed": bool(failed[r])})
-        if t == 1 or t % max(1, T // 10) == 0 or t == T:
-            mean_u = np.nanmean([e["utility"] for e in evals]) if not failed.all() else float("nan")
-            log(f"round {t}/{T}: mean utility {mean_u:.4f}, {time.perf_counter() - start:.1f} s"
-                + (f", {int(failed.sum())} failed run(s)" if failed.any() else ""))
-    loop_seconds = time.perf_counter() - start  # the round loop alone (the accounting below runs once per cell)
-    df = pd.DataFrame(rows)
+    gen = streams.training(dataset, panel["distribution"], U, S, method.id, q, seeds, device)
+    rule = Rule(method, hyper, fed, fm, sigma=sigma, batch=B, gen=gen, q=rate)
+    tests = TestEvaluation(fm, [torch.as_tensor(d["X_test"], device=device) for d in runs],
+                           [torch.as_tensor(d["y_test"], device=device) for d in runs], task["metric"],
+                           int(p["eval_batch"]))
+    run = run_rounds(theta, rule, tests, rounds=T, schedule=range(1, T + 1), failure=FreezeNonFinite("test_loss"),
+                     progress=Progress(len(progress_rounds(T)), log, name))
+    df = pd.DataFrame(run.rows([{"seed": seed} for seed in seeds]))
     eps_cols = []
     for r, seed in enumerate(seeds):
         nominal, certified = epsilon_curves(
-            method, T, sigma, delta, q=1.0 if q is None else q, silo_records=kept[r], batch=B,
-            epochs=int(hyper.get("epochs") or 1), group_k=group_ks[r] if group_ks else 1,
-            group_orders=impl["group_orders"], group_parallel=impl["group_parallel"],
-            group_conversion=impl.get("group_conversion", "rdp"))
+            method, T, sigma, delta, q=rate, silo_records=kept[r], batch=B, epochs=hyper.epochs,
+            group_k=group_ks[r] if group_ks else 1, group_orders=impl["group_orders"],
+            group_parallel=impl["group_parallel"], group_conversion=impl["group_conversion"])
         eps_cols.append(pd.DataFrame({"seed": seed, "round": np.arange(1, T + 1), "eps": nominal,
                                       "eps_certified": certified}))
     df = df.merge(pd.concat(eps_cols), on=["seed", "round"])
     df.insert(0, "panel", panel_id)
     df.insert(1, "method", method.id)
     df.insert(2, "label", method.label if q is None else f"{method.label} (q={q:g})")
-    df.insert(3, "q", 1.0 if q is None else q)
+    df.insert(3, "q", rate)
     df["users"], df["silos"], df["distribution"] = U, S, panel["distribution"]
     df["group_k"] = [group_ks[seeds.index(s)] if group_ks else np.nan for s in df["seed"]]
     df["multiplier_used"] = method.multiplier_used(sigma) if method.private else np.nan
-    df["seconds_per_round"] = loop_seconds / T
+    df["seconds_per_round"] = run.seconds / T  # the round loop alone (the accounting above runs once per cell)
     df["device"] = describe(device)
     df["metric"] = task["metric"]
     return df
-

@@ -1,6 +1,7 @@
 """The methods of kato2024 (spec §4, §5): DEFAULT, ULDP-NAIVE, ULDP-GROUP-{max, median, 2, 8}, ULDP-SGD, ULDP-AVG,
 ULDP-AVG-w and ULDP-AVG-ws, each one registered object: label, family (which round rule of
-dpfl.papers.kato2024.uldp), the key of its hyper-parameters in the YAML, and its accounting.
+dpfl.papers.kato2024.uldp), the key of its hyper-parameters in the YAML with their typed form (`hyper_params`), and
+its accounting.
 
 Privacy unit: one user (all its records in every silo), add/remove. The accounting of every family:
 - NAIVE, AVG, AVG-w, SGD: the Gaussian mechanism with multiplier σ once per round (q = 1);
@@ -13,13 +14,55 @@ Import-light at module level (the DAG builder reads the registry).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from dpfl.fl.methods import Accounting, PrivateMethod, register
 
 FAMILIES = ("default", "naive", "group", "sgd", "avg")
+
+
+# ---- hyper-parameters (spec §7 table), one typed block per hyper family --------------------------------------
+
+
+class HyperError(ValueError):
+    """A method's hyper-parameter block lacks a key it needs, or has one it does not use."""
+
+
+@dataclass(frozen=True)
+class LocalHyper:
+    """DEFAULT (`fedavg`): η_g, and the users' (silos') local SGD: η_l, Q epochs."""
+
+    eta_g: float
+    eta_l: float
+    epochs: int
+
+
+@dataclass(frozen=True)
+class PrivateLocalHyper(LocalHyper):
+    """NAIVE, GROUP, AVG (`naive`, `group`, `avg`): local SGD and the clipping bound C."""
+
+    clip: float
+
+
+@dataclass(frozen=True)
+class SgdHyper:
+    """ULDP-SGD (`sgd`): η_g and C; no local training (one mean gradient per user and round)."""
+
+    eta_g: float
+    clip: float
+
+    @property
+    def epochs(self) -> int:
+        """One gradient per round (what GROUP's accounting would call one local epoch; unused by SGD's)."""
+        return 1
+
+
+#: the typed block of each hyper family (a method's `hyper` key in the YAML)
+HYPER_BLOCKS = {"fedavg": LocalHyper, "naive": PrivateLocalHyper, "group": PrivateLocalHyper, "sgd": SgdHyper,
+                "avg": PrivateLocalHyper}
+_TYPES = {"eta_g": float, "eta_l": float, "epochs": int, "clip": float}
 
 
 @dataclass(frozen=True)
@@ -67,6 +110,33 @@ class UldpMethod(PrivateMethod):
     def multiplier_used(self, sigma: float) -> float:
         """The noise multiplier the run actually has for the true sensitivity: the noise std is σ·C (paper)."""
         return sigma * self.paper_sensitivity(1.0) / self.sensitivity(1.0)
+
+    def round_noise_std(self, sigma: float, clip: float) -> float:
+        """The std of the Gaussian noise on what a round releases, at the paper's σ: `noise_std` at the multiplier
+        actually used, σ·C for every private family (NAIVE: σ/2 on its sensitivity 2C; GROUP: a DP-SGD step's
+        sum of clipped per-example gradients; AVG, SGD: the sum over silos)."""
+        return self.noise_std(self.multiplier_used(sigma), clip)
+
+    # ---- hyper-parameters --------------------------------------------------------------------------
+
+    def hyper_params(self, block: dict):
+        """The typed hyper-parameters (`HYPER_BLOCKS[self.hyper]`) from the validated YAML block
+        `params.hyper.<self.hyper>`: every key the family uses is required (a private family without `clip` would
+        otherwise train with every update clipped to 0 and no noise) and no other key is accepted."""
+        cls = HYPER_BLOCKS[self.hyper]
+        names = [f.name for f in fields(cls)]
+        where = f"kato2024 {self.label} ({self.id}): params.hyper.{self.hyper}"
+        block = {k: v for k, v in block.items() if v is not None}  # a key set to null is not given
+        missing = [k for k in names if k not in block]
+        if missing:
+            need = " (its clipping bound C: a private method cannot run without it)" if "clip" in missing else ""
+            raise HyperError(f"{where} lacks {', '.join(repr(k) for k in missing)}{need}; the {self.hyper} block "
+                             f"needs {', '.join(names)} (config/papers/kato2024.yaml)")
+        unused = sorted(set(block) - set(names))
+        if unused:
+            raise HyperError(f"{where} has {', '.join(repr(k) for k in unused)}, which {self.label} does not use; "
+                             f"the {self.hyper} block takes {', '.join(names)} (config/papers/kato2024.yaml)")
+        return cls(**{k: _TYPES[k](block[k]) for k in names})
 
 
 def _m(mid, label, family, **kw) -> UldpMethod:

@@ -188,26 +188,27 @@ def cpu_name() -> str:
 
 
 def run_cell(job, inputs: dict, log):
-    import time
-
     import numpy as np
     import pandas as pd
     import torch
 
     from dpfl.fl.device import describe, resolve_device
+    from dpfl.fl.engine import NoFreeze, progress_rounds, run_rounds
     from dpfl.fl.local import FlatModel
+    from dpfl.io import Progress
     from dpfl.models.nets import build_model
-    from dpfl.papers.kato2024.cell import load_run_data
+    from dpfl.papers.kato2024.cell import SecureRounds, Streams, load_run_data
     from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
     from dpfl.papers.kato2024.secure import Server, Silo, key_exchange, user_masks
-    from dpfl.papers.kato2024.uldp import Federation
-    from dpfl.seeds import rng_for
+    from dpfl.papers.kato2024.uldp import AvgRound, Federation
 
     p = job.params
     torch.set_num_threads(1)  # spec §7: timings single-threaded
     device = resolve_device("cpu")  # the protocol's arithmetic is on the CPU; so is the (tiny) local training
-    impl, T, hyper = p["implementation"], int(p["rounds"]), dict(p["hyper"])
+    method = BY_ID["uldp_avg_w"]
+    impl, T, hyper = p["implementation"], int(p["rounds"]), method.hyper_params(p["hyper"])
     sigma, delta, bits = float(p["sigma"]), float(p["delta"]), int(p["key_bits"])
+    streams = Streams(job.seed)
     if is_fig11(p):
         panel = p["panel"]
         setting, dataset = panel["id"], panel["dataset"]
@@ -225,6 +226,7 @@ def run_cell(job, inputs: dict, log):
         f"{bits}-bit Paillier, optimizer {p['optimizer']}, 1 thread, CPU {cpu_name()}")
 
     rows, checks, dropped = [], [], []
+    progress = Progress(len(p["seeds"]) * len(progress_rounds(T)), log, setting)
     for seed in p["seeds"]:
         if is_fig11(p):
             alloc = dict(np.load(inputs["allocations"][panel_allocation(panel, seed)], allow_pickle=False))
@@ -235,13 +237,13 @@ def run_cell(job, inputs: dict, log):
                 log(f"run {seed}: {run['dropped']} records dropped so that no user holds more than "
                     f"N̄ = {p['record_bound']} (the protocol's bound)")
             dropped.append(run["dropped"])
-        fed = Federation.build([run], S, U, "user", B, device)
+        fed = Federation.build([run], S, U, AvgRound.level, B, device)
         fm = FlatModel(build_model(model, seed, dtype=torch.float64), loss)
         theta = fm.initial().double()
         for b in fed.buckets:
             b.X = b.X.double()
             b.y = b.y.double() if b.y.is_floating_point() else b.y
-        rng = rng_for(job.seed, "kato2024", "protocol", setting, seed)
+        rng = streams.protocol(setting, seed)
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         times: dict = {}
         server = Server(S, bits=bits, record_bound=int(p["record_bound"]))  # key generation: not timed
@@ -250,39 +252,26 @@ def run_cell(job, inputs: dict, log):
                       record_bound=int(p["record_bound"])) for s in range(S)]
         rows.append({"seed": seed, "round": 0, "phase": "key exchange", "silo": -1,
                      "seconds": times.pop("key exchange")[0], "full_exponentiations": 0})
-        state: dict = {}
-        for t in range(1, T + 1):
-            start = time.perf_counter()
-            times.clear()
-            new, plain = secure_round(theta, fed, fm, hyper, sigma=sigma, batch=B, gen=gen, server=server, silos=silos,
-                                      round_=t, reference=impl == "reference", optimizer=p["optimizer"], times=times,
-                                      state=state)
-            got = (new - theta).numpy() / (float(hyper["eta_g"]) / (U * S))
-            err = float(np.max(np.abs(got - plain)) / max(np.max(np.abs(plain)), 1e-300))
-            checks.append(err)
-            theta = new
-            work = [silo.full_exponentiations for silo in silos]  # of this round's weighting, silo by silo
-            for phase, values in times.items():
-                rows += [{"seed": seed, "round": t, "phase": phase, "silo": i if phase == "local training" else -1,
-                          "seconds": v, "full_exponentiations": work[i] if phase == "local training" else 0}
+        rounds = SecureRounds(fed, fm, hyper, sigma=sigma, batch=B, gen=gen, server=server, silos=silos,
+                              reference=impl == "reference", optimizer=p["optimizer"])
+        done = run_rounds(theta, rounds, rounds, rounds=T, schedule=range(1, T + 1),
+                          failure=NoFreeze("decrypted_rel_err"), progress=progress, label=f"run {seed}")
+        for rec in done.records:  # one row per phase (local training: per silo) and round
+            checks.append(float(rec.values["decrypted_rel_err"][0]))
+            work = rec.values["full_exponentiations"][0]  # of the round's weighting, silo by silo
+            for phase, values in rec.values["phases"][0].items():
+                rows += [{"seed": seed, "round": rec.round, "phase": phase,
+                          "silo": i if phase == "local training" else -1, "seconds": v,
+                          "full_exponentiations": work[i] if phase == "local training" else 0}
                          for i, v in enumerate(values)]
-            log(f"run {seed} round {t}/{T}: {time.perf_counter() - start:.2f} s, decrypted vs plaintext relative "
-                f"error {err:.1e}")
     df = pd.DataFrame(rows)
-    nominal, certified = epsilon_curves(BY_ID["uldp_avg_w"], T, sigma, delta, q=1.0, silo_records=np.ones(S, int),
-                                        batch=B, epochs=int(hyper["epochs"]), group_k=1)
+    nominal, certified = epsilon_curves(method, T, sigma, delta, q=1.0, silo_records=np.ones(S, int), batch=B,
+                                        epochs=hyper.epochs, group_k=1)
     df = df.assign(**meta, users=U, silos=S, params=dim, implementation=impl, optimizer=p["optimizer"],
                    key_bits=bits, rounds=T, threads=1, device=describe(device), cpu=cpu_name(),
                    decrypted_rel_err=max(checks), eps=float(nominal[-1]), eps_certified=float(certified[-1]),
                    records_dropped=int(sum(dropped)))
     return df
-
-
-def secure_round(*args, **kwargs):
-    """dpfl.papers.kato2024.secure.secure_round (imported late: the layout above must stay import-light)."""
-    from dpfl.papers.kato2024.secure import secure_round as run
-
-    return run(*args, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------ table
