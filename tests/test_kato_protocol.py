@@ -68,15 +68,22 @@ def test_authors_code_sets_adam_and_ten_users():
 
 
 def test_generated_data_keeps_every_user_within_the_record_bound():
+    from dpfl.papers.kato2024.cell import Streams
+
     p = {"data": {"features": 4, "classes": 2, "records_per_silo": 300}, "silos": 3, "record_bound": 100}
-    run = protocol.artificial_run(p, 4, seed=7)  # 900 records, 4 users: ≈ 225 each → 100 kept each
+    run = protocol.artificial_run(p, 4, 7, Streams(0))  # 900 records, 4 users: ≈ 225 each → 100 kept each
     counts = np.bincount(run["user"], minlength=4)
     assert counts.max() == 100 and run["dropped"] == 900 - counts.sum() and run["X"].shape == (counts.sum(), 4)
     assert set(np.unique(run["silo"])) == {0, 1, 2} and set(np.unique(run["y"])) == {0, 1}
-    again = protocol.artificial_run(p, 4, seed=7)
+    again = protocol.artificial_run(p, 4, 7, Streams(0))
     assert all(np.array_equal(run[k], again[k]) for k in ("X", "y", "silo", "user"))
-    roomy = protocol.artificial_run({**p, "record_bound": 2000}, 4, seed=7)
+    # the data derive from the global seed: another one gives other records and users
+    other = protocol.artificial_run(p, 4, 7, Streams(1))
+    assert not np.array_equal(run["user"], other["user"]) and not np.array_equal(run["X"][:50], other["X"][:50])
+    roomy = protocol.artificial_run({**p, "record_bound": 2000}, 4, 7, Streams(0))
     assert roomy["dropped"] == 0 and len(roomy["y"]) == 900
+    # the records do not depend on the number of users (a #users sweep shares them)
+    assert np.array_equal(protocol.artificial_run({**p, "record_bound": 2000}, 9, 7, Streams(0))["X"], roomy["X"])
     assert np.array_equal(np.bincount(roomy["silo"]), [300, 300, 300])
 
 

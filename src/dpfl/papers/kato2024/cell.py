@@ -116,7 +116,8 @@ class Streams:
     here): a seed's record subsample (reduced scales) depends on (dataset, share, seed) only, so every method sees
     the same records; a cell's training draws (shuffles, Poisson samples, dropout masks, noise: one torch Generator
     for all its seeds) depend on (dataset, distribution, U, S, method, q, the cell's seeds); a protocol run's
-    (Figs 11-12) on (setting, seed): its first draw seeds its torch Generator, the rest is its key exchange's."""
+    (Figs 11-12) on (setting, seed): its first draw seeds its torch Generator, the rest is its key exchange's; Fig
+    12's generated data on (records per silo, S, seed), its users' draw on U as well."""
 
     seed: int
 
@@ -134,6 +135,13 @@ class Streams:
 
     def protocol(self, setting: str, run_seed: int) -> np.random.Generator:
         return rng_for(self.seed, "kato2024", "protocol", setting, run_seed)
+
+    def fig12_records(self, per_silo: int, silos: int, run_seed: int) -> int:
+        """make_classification's random_state of one run's records."""
+        return int(rng_for(self.seed, "kato2024", "fig12", "records", per_silo, silos, run_seed).integers(2**31))
+
+    def fig12_users(self, users: int, per_silo: int, silos: int, run_seed: int) -> np.random.Generator:
+        return rng_for(self.seed, "kato2024", "fig12", "users", users, per_silo, silos, run_seed)
 
 
 class TestEvaluation(Evaluation):

@@ -145,20 +145,20 @@ class ProtocolLayout(FigureLayout):
 # ------------------------------------------------------------------------------------------------ cell
 
 
-def artificial_run(params: dict, hidden_users: int, seed: int) -> dict:
+def artificial_run(params: dict, users: int, seed: int, streams) -> dict:
     """Fig 12's data of one run: make_classification (4 features, 2 classes) with `records_per_silo` records per
-    silo, silo s holding records [s·m, (s+1)·m), each record's user drawn uniformly from the U users."""
+    silo, silo s holding records [s·m, (s+1)·m), each record's user drawn uniformly from the `users` users. Both
+    draws come from the global seed (`streams`: dpfl.papers.kato2024.cell.Streams) and the run's `seed`; the
+    records do not depend on the number of users, so a sweep's points share them."""
     import numpy as np
     from sklearn.datasets import make_classification
-
-    from dpfl.seeds import rng_for
 
     data, S = params["data"], int(params["silos"])
     m = int(data["records_per_silo"])
     X, y = make_classification(n_samples=m * S, n_features=int(data["features"]), n_informative=2, n_redundant=2,
-                               n_classes=int(data["classes"]), random_state=int(seed))
-    rng = rng_for(seed, "kato2024", "fig12", "users", hidden_users, m, S)
-    user = rng.integers(0, hidden_users, m * S)
+                               n_classes=int(data["classes"]), random_state=streams.fig12_records(m, S, seed))
+    rng = streams.fig12_users(users, m, S, seed)
+    user = rng.integers(0, users, m * S)
     # the protocol needs n_u ≤ N̄ (L = lcm(1..N̄) must cancel n_u): a user above it keeps a uniform random N̄ of its
     # records (at 10 users × 30,000 records a user would hold ≈ 3,000 > N̄ = 2,000)
     bound = int(params["record_bound"])
@@ -232,7 +232,7 @@ def run_cell(job, inputs: dict, log):
             alloc = dict(np.load(inputs["allocations"][panel_allocation(panel, seed)], allow_pickle=False))
             run = load_run_data(dataset, prepared, alloc)
         else:
-            run = artificial_run(p, U, seed)
+            run = artificial_run(p, U, seed, streams)
             if run["dropped"]:
                 log(f"run {seed}: {run['dropped']} records dropped so that no user holds more than "
                     f"N̄ = {p['record_bound']} (the protocol's bound)")
