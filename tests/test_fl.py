@@ -1,4 +1,4 @@
-"""The federated round engine (dpfl.fl): padded data with masks, the round loop (evaluation schedule, failure
+"""The federated round engine (dpfl.fl): padded silo data with masks, the round loop (evaluation schedule, failure
 rules, rows, progress lines), the device choice, the generic per-example gradients through torch.func, and the torch
 twins of the GLM maths."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from dpfl.fl.data import SiloData, UserSiloData, pad
+from dpfl.fl.data import SiloData, pad
 from dpfl.fl.device import DeviceError, resolve_device
 from dpfl.fl.engine import (Divergence, Evaluation, FreezeNonFinite, IterateAverage, NoFreeze, RoundRule, progress_rounds,
                             run_rounds)
@@ -37,22 +37,6 @@ def test_pad_and_silo_masks():
     data = SiloData.from_lists(Xs, [np.arange(3.0), np.array([7.0]), np.zeros(0)])
     assert data.mask.tolist() == mask.tolist()
     assert data.pooled_y.tolist() == [0.0, 1.0, 2.0, 7.0] and data.pooled_X.shape == (4, 2)
-
-
-def test_user_silo_data_puts_every_record_in_its_slot():
-    rng = np.random.default_rng(1)
-    n, S, U = 40, 3, 5
-    X, y = rng.normal(size=(n, 2)), rng.integers(0, 2, n)
-    silo, user = rng.integers(0, S, n), rng.integers(0, U, n)
-    data = UserSiloData.from_records(X, y, silo, user, S, U)
-    assert data.records.sum() == n
-    for s in range(S):
-        for u in range(U):
-            rows = np.flatnonzero((silo == s) & (user == u))  # original order kept within (silo, user)
-            assert data.records[s, u] == len(rows)
-            np.testing.assert_array_equal(data.X[s, u, : len(rows)], X[rows])
-            np.testing.assert_array_equal(data.y[s, u, : len(rows)], y[rows])
-            assert not data.mask[s, u, len(rows):].any()
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,6 +1,6 @@
 """User-level private aggregation (dpfl.fl.aggregate): every pair's update is clipped to C, the weights give each
 user total weight ≤ 1 so that removing a user changes the pre-noise sum by at most C, and the summed noise has
-std σC."""
+std σC; the engine's pair-list sum equals the dense reference (tests/reference_aggregate.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from dpfl.fl.aggregate import clip_updates, silo_messages, user_weights
+from dpfl.fl.aggregate import clip_updates, weighted_clipped_sum
+from reference_aggregate import silo_messages, user_weights
 
 
 def setup(S=4, U=6, P=5, seed=0):
@@ -82,3 +83,14 @@ def test_non_finite_updates_are_skipped():
     w2 = w.clone()
     w2[1, 2] = 0
     assert torch.allclose(msg, silo_messages(torch.nan_to_num(updates), w2, 1.0, 0.0, None))
+
+
+def test_pair_list_sum_equals_the_dense_reference():
+    """weighted_clipped_sum over the pair list (the engine's) = the dense per-silo reference, a NaN pair skipped."""
+    updates, records = setup(seed=5)
+    updates[2, 1, 3] = float("nan")
+    w = user_weights(records, "avg_w").to(updates.dtype)
+    S, U, P = updates.shape
+    silo = torch.arange(S).repeat_interleave(U)
+    got = weighted_clipped_sum(updates.reshape(S * U, P), w.reshape(-1), silo, S, 0.9)
+    assert torch.allclose(got, silo_messages(updates, w, 0.9, 0.0, None), atol=1e-13, rtol=1e-12)

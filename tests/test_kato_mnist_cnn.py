@@ -26,11 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from dpfl.fl.aggregate import pair_weights, silo_messages, weighted_clipped_sum
+from dpfl.fl.aggregate import pair_weights, weighted_clipped_sum
 from dpfl.fl.local import FlatModel, keep_mask, local_sgd, make_buckets
 from dpfl.models.nets import MnistCNN, build_model
 from dpfl.papers.kato2024.methods import BY_ID
 from dpfl.papers.kato2024.uldp import Federation, round_rule
+from reference_aggregate import silo_messages
 
 DT = torch.float64
 TOL = 1e-10  # float64 throughout: batched and looped arithmetic agree to rounding

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from dpfl.fl.aggregate import silo_messages
 from dpfl.papers.kato2024.secure import ProtocolError, Server, Silo, decode, lcm_bound, user_masks
+from reference_aggregate import silo_messages
 
 
 def setup(counts: np.ndarray, bits: int, bound: int, seed: int = 0):

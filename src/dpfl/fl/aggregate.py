@@ -1,5 +1,7 @@
 """User-level private aggregation across silos (kato2024 ULDP-AVG / AVG-w / SGD, spec §4), vectorized over every
-(silo, user) pair of a round: clip each pair's update to C, weight it, sum per silo, add the silo's Gaussian noise.
+(silo, user) pair of a round: clip each pair's update to C (`clip_updates`, `clip_factor`), weight it
+(`pair_weights`) and sum per silo or run (`weighted_clipped_sum`); the round rules (dpfl.papers.kato2024.uldp) add
+the silos' Gaussian noise. A dense (silo, user) reference lives in tests/reference_aggregate.py.
 
 With Σ_s w_{s,u} ≤ 1 for every user, one user changes Σ_s Σ_u w_{s,u}·clip_C(Δ_{s,u}) by at most C (its user-level
 sensitivity), and S silos each adding N(0, (σC/√S)²) give the sum noise of std σC: multiplier σ for the accountant.
@@ -32,11 +34,6 @@ def pair_weights(counts, user_totals, n_silos: int, kind: str):
     raise ValueError(f"unknown weighting {kind!r}; expected avg or avg_w")
 
 
-def user_weights(records: torch.Tensor, kind: str) -> torch.Tensor:
-    """`pair_weights` for a dense count matrix n_{s,u} (S, U)."""
-    return pair_weights(records, records.sum(dim=0, keepdim=True), records.shape[0], kind).to(torch.get_default_dtype())
-
-
 def weighted_clipped_sum(updates: torch.Tensor, weights: torch.Tensor, groups: torch.Tensor, n_groups: int,
                          clip: float) -> torch.Tensor:
     """Σ_p w_p·clip_C(Δ_p) per group (silo, or run) for pair updates (P, D); pairs whose update is not finite send
@@ -51,15 +48,3 @@ def weighted_clipped_sum(updates: torch.Tensor, weights: torch.Tensor, groups: t
     mix = torch.zeros((n_groups, updates.shape[0]), dtype=updates.dtype, device=updates.device)
     mix[groups, torch.arange(updates.shape[0], device=updates.device)] = coef
     return mix @ updates
-
-
-def silo_messages(updates: torch.Tensor, weights: torch.Tensor, clip: float, sigma: float,
-                  noise: torch.Tensor | None) -> torch.Tensor:
-    """message_s = Σ_u w_{s,u}·clip_C(Δ_{s,u}) + (σC/√S)·Z_s for dense updates (S, U, P), weights (S, U) (zero for
-    absent pairs and unsampled users), Z (S, P) standard normal (None: no noise)."""
-    S, U, P = updates.shape
-    silo = torch.arange(S, device=updates.device).repeat_interleave(U)
-    msg = weighted_clipped_sum(updates.reshape(S * U, P), weights.reshape(-1), silo, S, clip)
-    if noise is not None and sigma > 0:
-        msg = msg + (sigma * clip / S**0.5) * noise
-    return msg

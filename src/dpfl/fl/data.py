@@ -1,8 +1,10 @@
-"""Federated data as padded tensors: silos × users × records, with a mask for the padding.
+"""Padded silo data for lowy2023's cross-silo GLMs: `SiloData` holds N silos' records (one user per record, so a
+silo's records are its users) zero-padded to the largest silo, with the counts that mask the padding, so a round over
+every silo is one batched tensor operation; `pad` stacks ragged arrays that way.
 
-Every silo and user is padded to the largest one, so a round over all (silo, user) pairs is one batched tensor
-operation instead of a Python loop. lowy2023's cross-silo data is the one-user-per-record case (`SiloData`: a silo's
-records are its users); kato2024's user-level data keeps the user axis (`UserSiloData`).
+The other training papers keep their own layouts: kato2024's user-level data are lists of (run, silo, user) pairs
+grouped into padded buckets (dpfl.papers.kato2024.uldp.Federation, dpfl.fl.local.make_buckets); bietti2022's are
+per-user row offsets (dpfl.papers.bietti2022.federated).
 """
 
 from __future__ import annotations
@@ -63,34 +65,3 @@ class SiloData:
     @property
     def norms(self) -> np.ndarray:
         return np.linalg.norm(self.X, axis=-1)
-
-
-@dataclass
-class UserSiloData:
-    """Records of U users spread over S silos: X (S, U, n_max, ...), y (S, U, n_max), mask (S, U, n_max).
-    A user may hold records in several silos (user-level DP counts them together); `records` (S, U) says how many."""
-
-    X: np.ndarray
-    y: np.ndarray
-    mask: np.ndarray
-
-    @classmethod
-    def from_records(cls, X: np.ndarray, y: np.ndarray, silo: np.ndarray, user: np.ndarray,
-                     n_silos: int, n_users: int) -> "UserSiloData":
-        """From flat records with their silo and user ids (the output of an allocation)."""
-        key = silo.astype(np.int64) * n_users + user.astype(np.int64)
-        order = np.argsort(key, kind="stable")
-        counts = np.bincount(key, minlength=n_silos * n_users)
-        n_max = int(counts.max()) if len(counts) else 0
-        start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        slot = np.arange(len(order)) - start[key[order]]  # position of each record within its (silo, user)
-        Xp = np.zeros((n_silos * n_users, n_max, *X.shape[1:]), dtype=X.dtype)
-        yp = np.zeros((n_silos * n_users, n_max), dtype=y.dtype)
-        mask = np.zeros((n_silos * n_users, n_max), dtype=bool)
-        Xp[key[order], slot], yp[key[order], slot], mask[key[order], slot] = X[order], y[order], True
-        shape = (n_silos, n_users, n_max)
-        return cls(Xp.reshape(*shape, *X.shape[1:]), yp.reshape(shape), mask.reshape(shape))
-
-    @property
-    def records(self) -> np.ndarray:
-        return self.mask.sum(axis=-1)
