@@ -71,19 +71,19 @@ def test_largest_power_of_two_rejects_nonpositive(k):
 
 @pytest.mark.parametrize("kp", [2, 4, 8, 16, 32, 64])
 def test_group_rdp_orders_default_keeps_only_mironov_orders(kp):
-    full = group_rdp_orders(kp, "authors-code")
+    full = group_rdp_orders(kp, "authors")
     np.testing.assert_allclose(full[:100], 2 * kp + np.arange(100) / 10.0, rtol=1e-15)
     np.testing.assert_allclose(full[100:], np.linspace(kp + 10, 64 * kp, 20), rtol=1e-15)
     assert full[100] == kp + 10 and full[-1] == 64 * kp
     default = group_rdp_orders(kp)
-    np.testing.assert_array_equal(default, group_rdp_orders(kp, "none"))
+    np.testing.assert_array_equal(default, group_rdp_orders(kp, "mironov"))
     assert np.all(default >= 2 * kp)
     np.testing.assert_array_equal(default, full[full >= 2 * kp])
 
 
 @pytest.mark.parametrize("kp", [16, 32, 64, 128])
-def test_group_rdp_orders_authors_code_adds_low_order_for_large_k(kp):
-    full, default = group_rdp_orders(kp, "authors-code"), group_rdp_orders(kp)
+def test_group_rdp_orders_authors_set_adds_low_order_for_large_k(kp):
+    full, default = group_rdp_orders(kp, "authors"), group_rdp_orders(kp)
     assert kp + 10 < 2 * kp
     assert kp + 10 in full and kp + 10 not in default
     assert len(full) == 120 and len(default) == 119
@@ -92,8 +92,8 @@ def test_group_rdp_orders_authors_code_adds_low_order_for_large_k(kp):
 
 
 @pytest.mark.parametrize("kp", [2, 4, 8])
-def test_group_rdp_orders_small_k_compat_changes_nothing(kp):
-    np.testing.assert_array_equal(group_rdp_orders(kp, "authors-code"), group_rdp_orders(kp))
+def test_group_rdp_orders_small_k_authors_set_changes_nothing(kp):
+    np.testing.assert_array_equal(group_rdp_orders(kp, "authors"), group_rdp_orders(kp))
     assert len(group_rdp_orders(kp)) == 120
 
 
@@ -107,9 +107,9 @@ def test_group_rdp_orders_bad_arguments():
             group_rdp_orders(not_pow2)
 
 
-def test_group_epsilon_rdp_bad_compat_raises():
-    with pytest.raises(ValueError):
-        group_epsilon_rdp(gaussian_rdp_fn(10, 3.0), 4, 1e-5, compat="authors")
+def test_group_epsilon_rdp_unknown_order_set_raises():
+    with pytest.raises(ValueError, match="orders must be one of mironov, authors"):
+        group_epsilon_rdp(gaussian_rdp_fn(10, 3.0), 4, 1e-5, orders="authors-code")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -118,11 +118,11 @@ def test_group_epsilon_rdp_bad_compat_raises():
 
 
 @pytest.mark.parametrize("kp", [2, 4, 8, 16, 32])
-@pytest.mark.parametrize("compat", ["none", "authors-code"])
-def test_group_epsilon_rdp_matches_hand_computation(kp, compat):
+@pytest.mark.parametrize("orders", ["mironov", "authors"])
+def test_group_epsilon_rdp_matches_hand_computation(kp, orders):
     steps, z, delta = 50, 20.0, 1e-5
-    got = group_epsilon_rdp(gaussian_rdp_fn(steps, z), kp, delta, compat)
-    eps, record_order = hand_group_epsilon(steps, z, kp, delta, include_low=(compat == "authors-code"))
+    got = group_epsilon_rdp(gaussian_rdp_fn(steps, z), kp, delta, orders)
+    eps, record_order = hand_group_epsilon(steps, z, kp, delta, include_low=(orders == "authors"))
     assert got["epsilon"] == pytest.approx(eps, rel=1e-12)
     assert got["k_effective"] == kp
     assert got["record_order"] == pytest.approx(record_order, rel=1e-12)
@@ -130,18 +130,18 @@ def test_group_epsilon_rdp_matches_hand_computation(kp, compat):
 
 
 def test_group_epsilon_rdp_hand_example_where_the_low_order_wins():
-    """k' = 16, large RDP: the minimum is at the lowest record order; authors-code uses a = 26 < 32."""
+    """k' = 16, large RDP: the minimum is at the lowest record order; the authors' set uses a = 26 < 32."""
     steps, z, delta = 1000, 2.0, 1e-5
     fn = gaussian_rdp_fn(steps, z)
     default = group_epsilon_rdp(fn, 16, delta)
-    compat = group_epsilon_rdp(fn, 16, delta, "authors-code")
+    authors = group_epsilon_rdp(fn, 16, delta, "authors")
     assert default["record_order"] == pytest.approx(32.0)
-    assert compat["record_order"] == pytest.approx(26.0)
+    assert authors["record_order"] == pytest.approx(26.0)
     # ε at record order 26: group order 26/16, group RDP 3^4 · 1000 · 26 / 8
     a = 26 / 16
     want = 81 * 1000 * 26 / 8 + math.log((a - 1) / a) - (math.log(delta) + math.log(a)) / (a - 1)
-    assert compat["epsilon"] == pytest.approx(want, rel=1e-12)
-    assert compat["epsilon"] < default["epsilon"]
+    assert authors["epsilon"] == pytest.approx(want, rel=1e-12)
+    assert authors["epsilon"] < default["epsilon"]
 
 
 @pytest.mark.parametrize("delta", [1e-5, 1e-8])
@@ -152,8 +152,8 @@ def test_group_epsilon_rdp_k1_is_plain_conversion(delta):
     assert got == {"epsilon": float(eps), "k_effective": 1, "group_order": float(order), "record_order": float(order)}
     # and by hand
     assert got["epsilon"] == pytest.approx(min(balle_terms(STANDARD_ORDERS, fn(ORDERS), delta)), rel=1e-12)
-    # compat does not matter for k = 1
-    assert group_epsilon_rdp(fn, 1, delta, "authors-code") == got
+    # the order set does not matter for k = 1
+    assert group_epsilon_rdp(fn, 1, delta, "authors") == got
 
 
 @pytest.mark.parametrize("k,kp", [(3, 2), (5, 4), (6, 4), (7, 4), (15, 8), (33, 32), (63, 32), (100, 64)])
@@ -164,22 +164,22 @@ def test_group_epsilon_rdp_rounds_k_down_to_power_of_two(k, kp):
     assert got["k_effective"] == kp
 
 
-@pytest.mark.parametrize("compat", ["none", "authors-code"])
-def test_group_epsilon_rdp_monotone_in_k_and_delta(compat):
+@pytest.mark.parametrize("orders", ["mironov", "authors"])
+def test_group_epsilon_rdp_monotone_in_k_and_delta(orders):
     fn = gaussian_rdp_fn(100, 10.0)
-    eps_k = [group_epsilon_rdp(fn, 2**c, 1e-5, compat)["epsilon"] for c in range(7)]
+    eps_k = [group_epsilon_rdp(fn, 2**c, 1e-5, orders)["epsilon"] for c in range(7)]
     assert all(a < b for a, b in zip(eps_k, eps_k[1:]))
     for k in (1, 4, 32):
-        eps_d = [group_epsilon_rdp(fn, k, d, compat)["epsilon"] for d in (1e-10, 1e-7, 1e-5, 1e-3, 1e-1)]
+        eps_d = [group_epsilon_rdp(fn, k, d, orders)["epsilon"] for d in (1e-10, 1e-7, 1e-5, 1e-3, 1e-1)]
         assert all(a >= b for a, b in zip(eps_d, eps_d[1:]))
         assert eps_d[0] > eps_d[-1]
 
 
-def test_group_epsilon_rdp_default_never_below_authors_code():
+def test_group_epsilon_rdp_mironov_never_below_the_authors_set():
     fn = gaussian_rdp_fn(5000, 3.0)
     for c in range(1, 8):
         k = 2**c
-        assert group_epsilon_rdp(fn, k, 1e-5)["epsilon"] >= group_epsilon_rdp(fn, k, 1e-5, "authors-code")["epsilon"]
+        assert group_epsilon_rdp(fn, k, 1e-5)["epsilon"] >= group_epsilon_rdp(fn, k, 1e-5, "authors")["epsilon"]
 
 
 def test_group_epsilon_rdp_evaluates_rdp_only_at_group_orders():
@@ -305,33 +305,33 @@ def fig2_rdp_conversion():
 
     ks = [1, 2, 4, 8, 16, 32, 64]
     return {
-        compat: {k: group_epsilon_rdp(record_rdp, k, 1e-5, compat) for k in ks}
-        for compat in ("authors-code", "none")
+        orders: {k: group_epsilon_rdp(record_rdp, k, 1e-5, orders) for k in ks}
+        for orders in ("authors", "mironov")
     }
 
 
 @pytest.mark.parametrize("k,paper", [(32, 2100.0), (64, 11400.0)])
 def test_kato2024_fig2_paper_numbers_authors_code(fig2_rdp_conversion, k, paper):
-    got = fig2_rdp_conversion["authors-code"][k]["epsilon"]
+    got = fig2_rdp_conversion["authors"][k]["epsilon"]
     assert got == pytest.approx(paper, rel=0.05)
-    # the paper's value comes from the low order k'+10 < 2k' (compat K4)
-    assert fig2_rdp_conversion["authors-code"][k]["record_order"] == pytest.approx(k + 10)
+    # the paper's value comes from the low order k'+10 < 2k' (the authors' order set, K4)
+    assert fig2_rdp_conversion["authors"][k]["record_order"] == pytest.approx(k + 10)
 
 
 def test_kato2024_fig2_default_is_larger_for_large_k(fig2_rdp_conversion):
-    compat, default = fig2_rdp_conversion["authors-code"], fig2_rdp_conversion["none"]
+    authors, default = fig2_rdp_conversion["authors"], fig2_rdp_conversion["mironov"]
     for k in (16, 32, 64):
-        assert default[k]["epsilon"] > 1.05 * compat[k]["epsilon"]
+        assert default[k]["epsilon"] > 1.05 * authors[k]["epsilon"]
         assert default[k]["record_order"] >= 2 * k
     for k in (1, 2, 4, 8):  # k'+10 ≥ 2k': nothing removed
-        assert default[k]["epsilon"] == compat[k]["epsilon"]
+        assert default[k]["epsilon"] == authors[k]["epsilon"]
 
 
 def test_kato2024_fig2_k1_and_monotone(fig2_rdp_conversion, fig2_standard_rdp):
-    for compat in ("authors-code", "none"):
-        eps = [fig2_rdp_conversion[compat][k]["epsilon"] for k in (1, 2, 4, 8, 16, 32, 64)]
+    for orders in ("authors", "mironov"):
+        eps = [fig2_rdp_conversion[orders][k]["epsilon"] for k in (1, 2, 4, 8, 16, 32, 64)]
         assert all(a < b for a, b in zip(eps, eps[1:]))
-    eps1 = fig2_rdp_conversion["none"][1]["epsilon"]
+    eps1 = fig2_rdp_conversion["mironov"][1]["epsilon"]
     assert eps1 == pytest.approx(float(epsilon_from_rdp(ORDERS, fig2_standard_rdp, 1e-5)[0]), rel=1e-12)
     assert 1.0 < eps1 < 5.0
 
@@ -339,6 +339,6 @@ def test_kato2024_fig2_k1_and_monotone(fig2_rdp_conversion, fig2_standard_rdp):
 def test_kato2024_fig2_rdp_vs_normal_dp(fig2_rdp_conversion, fig2_standard_rdp):
     """C-K2b (as a sanity check): at small k the RDP conversion is looser than normal DP, by < 3.6×."""
     for k in (2, 4, 8, 16, 32):
-        rdp_eps = fig2_rdp_conversion["authors-code"][k]["epsilon"]
+        rdp_eps = fig2_rdp_conversion["authors"][k]["epsilon"]
         dp_eps = group_epsilon_dp(fig2_standard_rdp, k, 1e-5)["epsilon"]
         assert rdp_eps / dp_eps < 3.6

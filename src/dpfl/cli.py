@@ -57,7 +57,7 @@ def cmd_epsilon(args) -> int:
     print(f"record level: ε = {eps:.6g} at δ = {args.delta:g} (q = {args.q:g}, σ = {args.sigma:g}, {args.steps} steps)")
     if args.group_k:
         r = group_epsilon_rdp(lambda a: args.steps * rdp_per_step(mech, args.sigma, np.asarray(a)), args.group_k,
-                              args.delta, compat=args.compat)
+                              args.delta, orders=args.group_orders)
         print(f"group of {args.group_k} (RDP conversion at k' = {r['k_effective']}): ε = {r['epsilon']:.6g}")
     return 0
 
@@ -110,7 +110,9 @@ def main(argv=None) -> int:
                    required=True, help="0 < δ < 1")
     p.add_argument("--group-k", type=_bounded(int, "group-k", low=0), default=0,
                    help="also report ε for groups of k records")
-    p.add_argument("--compat", choices=["none", "authors-code"], default="none")
+    p.add_argument("--group-orders", choices=["mironov", "authors"], default="mironov",
+                   help="record-level orders of the group conversion: mironov (a ≥ 2k', Prop. 2) | authors (kato2024's "
+                        "code, K4)")
     p.set_defaults(func=cmd_epsilon)
     p = sub.add_parser("bench", help="speed and memory of the experiment figures at paper scale")
     p.add_argument("paper")

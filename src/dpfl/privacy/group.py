@@ -22,6 +22,9 @@ RdpFunction = Callable[[np.ndarray], np.ndarray]
 
 #: Largest k for which the normal-DP conversion has a solution with the standard orders (max order 63).
 NORMAL_DP_MAX_K = 62
+#: The record-level order sets of the RDP group conversion (group_rdp_orders): `mironov` keeps the orders
+#: Prop. 2 covers (a ≥ 2k'); `authors` all of the authors' set (kato2024 K4, the YAML's `group_orders`)
+ORDER_SETS = ("mironov", "authors")
 
 
 def largest_power_of_two_leq(k: int) -> int:
@@ -30,28 +33,26 @@ def largest_power_of_two_leq(k: int) -> int:
     return 1 << (int(k).bit_length() - 1)
 
 
-def group_rdp_orders(k_pow2: int, compat: str = "none") -> np.ndarray:
+def group_rdp_orders(k_pow2: int, orders: str = "mironov") -> np.ndarray:
     """Record-level orders a at which RDP is evaluated for a group of k' = 2^c records.
 
-    {2k' + j/10 : j = 0..99} ∪ linspace(k'+10, 64k', 20). Default: only a ≥ 2k' (Mironov's condition).
-    compat "authors-code" keeps all of them, as the authors' code does (this includes a = k'+10 < 2k'
-    for k' ≥ 16, which the proposition does not cover and which gives a smaller ε).
+    {2k' + j/10 : j = 0..99} ∪ linspace(k'+10, 64k', 20). `orders` "mironov": only a ≥ 2k' (Prop. 2's condition);
+    "authors": all of them, as the authors' code does (this includes a = k'+10 < 2k' for k' ≥ 16, which the
+    proposition does not cover and which gives a smaller ε).
     """
+    if orders not in ORDER_SETS:
+        raise ValueError(f"orders must be one of {', '.join(ORDER_SETS)}, got {orders!r}")
     if k_pow2 & (k_pow2 - 1):
         raise ValueError(f"k' must be a power of two, got {k_pow2}")
-    orders = np.concatenate([2 * k_pow2 + np.arange(100) / 10.0, np.linspace(k_pow2 + 10, 64 * k_pow2, 20)])
-    if compat == "authors-code":
-        return orders
-    if compat != "none":
-        raise ValueError(f"compat must be 'none' or 'authors-code', got {compat!r}")
-    return orders[orders >= 2 * k_pow2]
+    candidates = np.concatenate([2 * k_pow2 + np.arange(100) / 10.0, np.linspace(k_pow2 + 10, 64 * k_pow2, 20)])
+    return candidates if orders == "authors" else candidates[candidates >= 2 * k_pow2]
 
 
-def group_epsilon_rdp(rdp_fn: RdpFunction, k: int, delta: float, compat: str = "none") -> dict:
+def group_epsilon_rdp(rdp_fn: RdpFunction, k: int, delta: float, orders: str = "mironov") -> dict:
     """ε for groups of k records via the RDP group conversion at k' = largest power of 2 ≤ k.
 
     Returns {epsilon, k_effective, group_order, record_order}. k' = 1 is the plain conversion with
-    the standard orders.
+    the standard orders; `orders` as group_rdp_orders.
     """
     kp = largest_power_of_two_leq(k)
     if kp == 1:
@@ -59,7 +60,7 @@ def group_epsilon_rdp(rdp_fn: RdpFunction, k: int, delta: float, compat: str = "
         eps, best = epsilon_from_rdp(orders, rdp_fn(orders), delta)
         return {"epsilon": float(eps), "k_effective": 1, "group_order": float(best), "record_order": float(best)}
     c = int(round(math.log2(kp)))
-    record_orders = group_rdp_orders(kp, compat)
+    record_orders = group_rdp_orders(kp, orders)
     group_orders = record_orders / kp
     group_rdp = 3.0**c * np.asarray(rdp_fn(record_orders), dtype=float)
     eps, best = epsilon_from_rdp(group_orders, group_rdp, delta)
@@ -125,14 +126,14 @@ def group_epsilon_dp(
     }
 
 
-def group_epsilon_curve(parts, z: float, rounds: int, k: int, delta: float, compat: str = "none",
+def group_epsilon_curve(parts, z: float, rounds: int, k: int, delta: float, orders: str = "mironov",
                         parallel: str = "rdp", conversion: str = "rdp", every: int = 1) -> np.ndarray:
     """ε for groups of k records after each round t = 1..rounds, for a mechanism run in parallel on disjoint parts
     (kato2024 ULDP-GROUP-k: each silo runs DP-SGD on its own records; spec §5).
 
     `parts`: [(SampledGaussian, steps per round)], one per silo, all with noise multiplier z. Parallel composition
     (`parallel: rdp`, the paper): the per-order maximum over parts of the record-level RDP, then the group conversion
-    at k' = largest power of 2 ≤ k (orders ≥ 2k'; `compat` as group_rdp_orders). `parallel: epsilon` (the authors'
+    at k' = largest power of 2 ≤ k (`orders` as group_rdp_orders). `parallel: epsilon` (the authors'
     code, K5) converts each part separately and takes the largest ε, which is never larger.
     `conversion: normal` (K6, the authors' plotting notebook) uses the (ε, δ) group conversion instead
     (group_epsilon_dp, k capped at 62), evaluated at every `every`-th round and the last; NaN between."""
@@ -150,9 +151,9 @@ def group_epsilon_curve(parts, z: float, rounds: int, k: int, delta: float, comp
                 out[t - 1] = group_epsilon_dp(t * per_round, k, delta)["epsilon"]
         return out
     if parallel == "epsilon":
-        return np.max([group_epsilon_curve([p], z, rounds, k, delta, compat) for p in parts], axis=0)
+        return np.max([group_epsilon_curve([p], z, rounds, k, delta, orders) for p in parts], axis=0)
     kp = largest_power_of_two_leq(k)
-    record_orders = np.asarray(STANDARD_ORDERS) if kp == 1 else group_rdp_orders(kp, compat)
+    record_orders = np.asarray(STANDARD_ORDERS) if kp == 1 else group_rdp_orders(kp, orders)
     per_round = np.max([steps * rdp_per_step(mech, z, record_orders) for mech, steps in parts], axis=0)
     c = int(round(math.log2(kp)))
     t = np.arange(1, rounds + 1, dtype=float)[:, None]

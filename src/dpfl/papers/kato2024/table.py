@@ -21,7 +21,7 @@ def fig2(params: dict, log) -> pd.DataFrame:
 
     rows = []
     for k in params["k_rdp"]:
-        r = group_epsilon_rdp(record_rdp, k, delta, compat="authors-code" if params["group_orders"] == "authors" else "none")
+        r = group_epsilon_rdp(record_rdp, k, delta, orders=params["group_orders"])
         log(f"RDP conversion k = {k}: ε = {r['epsilon']:.6g} (k' = {r['k_effective']}, order {r['record_order']:.4g})")
         rows.append({"curve": "RDP conversion", "conversion": "rdp", "x": k, "y": r["epsilon"], "k": k,
                      "k_effective": r["k_effective"], "optimal_order": r["record_order"], "converged": True})
