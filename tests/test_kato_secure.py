@@ -186,6 +186,7 @@ def test_a_private_round_of_uldp_avg_w_equals_its_plaintext_update_and_times_eve
     leaves a user out. θ' = θ + η_g/(U·S·q)·Σ_s message_s, the decrypted sum equal to the plaintext one."""
     from dpfl.fl.local import FlatModel
     from dpfl.models.nets import build_model
+    from dpfl.papers.kato2024.methods import BY_ID
     from dpfl.papers.kato2024.secure import secure_round
     from dpfl.papers.kato2024.uldp import Federation
 
@@ -203,10 +204,10 @@ def test_a_private_round_of_uldp_avg_w_equals_its_plaintext_update_and_times_eve
     server = Server(2, bits=1024, record_bound=64)
     masks = user_masks(b"seed", 6, server.public.n)
     silos = [Silo(s, server.public, {1 - s: b"k" * 32}, masks, record_bound=64) for s in range(2)]
-    hyper = {"eta_g": 10.0, "eta_l": 0.001, "epochs": 2, "clip": 0.1}
+    hyper = BY_ID["uldp_avg_w"].hyper_params({"eta_g": 10.0, "eta_l": 0.001, "epochs": 2, "clip": 0.1})
     sampled = np.array([True, True, False, True, True, True])
     times = {}
-    new, plain = secure_round(theta, fed, fm, hyper, sigma=5.0, batch=4, gen=torch.Generator().manual_seed(1),
+    new, plain = secure_round(theta, fed, fm, hyper, noise_std=5.0 * 0.1, batch=4, gen=torch.Generator().manual_seed(1),
                               server=server, silos=silos, round_=0, q=0.5, sampled=sampled, times=times)
     want = theta + 10.0 / (6 * 2 * 0.5) * torch.as_tensor(plain)
     assert torch.allclose(new, want, rtol=1e-8, atol=1e-9) and not torch.allclose(new, theta)

@@ -7,7 +7,6 @@ test loss does, is failed from then on (its rows NaN; dpfl.fl.engine.FreezeNonFi
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,11 +166,10 @@ class SecureRounds(RoundRule, Evaluation):
     the same messages (one run: every value a list of one). Here beside the training cell's pieces the protocol's
     cell shares (`Streams`, `load_run_data`): dpfl.papers.kato2024.protocol keeps its layout import-light."""
 
-    def __init__(self, fed, fm, hyper, *, sigma: float, batch: int, gen, server, silos: list, reference: bool,
+    def __init__(self, fed, fm, hyper, *, noise_std: float, batch: int, gen, server, silos: list, reference: bool,
                  optimizer: str):
         self.fed, self.fm, self.hyper, self.server, self.silos = fed, fm, hyper, server, silos
-        self.sigma, self.batch, self.gen, self.reference, self.optimizer = sigma, batch, gen, reference, optimizer
-        self.blocks = dataclasses.asdict(hyper)  # secure_round reads the hyper-parameters by name
+        self.noise_std, self.batch, self.gen, self.reference, self.optimizer = noise_std, batch, gen, reference, optimizer
         self.state: dict = {}  # secure_round's across the rounds of the run (-w: the blinded histograms)
         self.last: dict = {}
 
@@ -179,7 +177,7 @@ class SecureRounds(RoundRule, Evaluation):
         from dpfl.papers.kato2024.secure import secure_round
 
         fed, times = self.fed, {}
-        new, plain = secure_round(theta, fed, self.fm, self.blocks, sigma=self.sigma, batch=self.batch, gen=self.gen,
+        new, plain = secure_round(theta, fed, self.fm, self.hyper, noise_std=self.noise_std, batch=self.batch, gen=self.gen,
                                   server=self.server, silos=self.silos, round_=t, reference=self.reference,
                                   optimizer=self.optimizer, times=times, state=self.state)
         got = (new - theta).numpy() / (self.hyper.eta_g / (fed.n_users * fed.n_silos))

@@ -378,12 +378,14 @@ class Silo:
 # ------------------------------------------------------------------------------------------ one private round
 
 
-def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, server: Server, silos: list[Silo],
+def secure_round(theta, fed, fm, hyper, *, noise_std: float, batch: int, gen, server: Server, silos: list[Silo],
                  round_: int, q: float = 1.0, sampled: np.ndarray | None = None, reference: bool = False,
                  optimizer: str = "sgd", times: dict | None = None, state: dict | None = None) -> tuple:
     """One ULDP-AVG-w(s) round of one run through the protocol (spec §6): θ (D,) → θ + η_g/(U·S·q)·Σ_s message_s,
     each message_s = Σ_u (n_{s,u}/n_u)·clip_C(Δ_{s,u}) + N(0, (σC/√S)²) computed by silo s and decrypted only in
-    sum. `fed`: the run's (silo, user) pairs (dpfl.papers.kato2024.uldp.Federation, one run); `sampled` (U,) bool:
+    sum. `hyper`: ULDP-AVG's typed block (dpfl.papers.kato2024.methods.PrivateLocalHyper: η_g, η_l, Q, C);
+    `noise_std`: the std σC of the noise on the round's sum (the method's `round_noise_std`), each silo adding its
+    1/√S share. `fed`: the run's (silo, user) pairs (dpfl.papers.kato2024.uldp.Federation, one run); `sampled` (U,) bool:
     the users of this round (-ws: unsampled users count as absent, their histogram entries are zeros); `optimizer`:
     the users' local optimizer (sgd, or adam: the published code's secure path, K7).
     `state`: a dict the caller keeps across the rounds of a run; the blinded histogram (spec §6 setup steps 4–6)
@@ -406,7 +408,7 @@ def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, 
     counts[fed.silo, fed.user] = fed.count
     if sampled is not None:
         counts[:, ~np.asarray(sampled, bool)] = 0
-    clip = float(hyper["clip"])
+    clip = float(hyper.clip)
 
     state = {} if state is None else state
     if state.get("counts") is None or not np.array_equal(state["counts"], counts):
@@ -430,11 +432,11 @@ def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, 
                 continue
             part = _subset(b, keep)
             start = theta[None].expand(len(part.pairs), dim)
-            delta = local_sgd(fm, start, part, epochs=int(hyper["epochs"]), batch=batch, lr=float(hyper["eta_l"]),
+            delta = local_sgd(fm, start, part, epochs=int(hyper.epochs), batch=batch, lr=float(hyper.eta_l),
                               gen=gen, optimizer=optimizer) - start
             delta, _ = clip_updates(delta, clip)
             clipped[user_of[part.pairs].cpu().numpy()] = delta.detach().cpu().double().numpy()
-        noise = (sigma * clip / math.sqrt(S)) * torch.randn(dim, generator=gen, dtype=torch.float64).numpy()
+        noise = (noise_std / math.sqrt(S)) * torch.randn(dim, generator=gen, dtype=torch.float64).numpy()
         messages[silo.index] = silo.weighted_message(counts[silo.index], clipped, noise, enc_inv, round_,
                                                      reference=reference, tensor_sizes=fm.sizes)
         times.setdefault("local training", []).append(time.perf_counter() - tick)
@@ -444,6 +446,6 @@ def secure_round(theta, fed, fm, hyper: dict, *, sigma: float, batch: int, gen, 
     tick = time.perf_counter()
     total = server.aggregate(messages)
     times.setdefault("aggregation", []).append(time.perf_counter() - tick)
-    scale = float(hyper["eta_g"]) / (U * S * q)
+    scale = float(hyper.eta_g) / (U * S * q)
     new = theta + scale * torch.as_tensor(total, dtype=theta.dtype, device=theta.device)
     return new, plain
