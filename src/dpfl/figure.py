@@ -65,6 +65,17 @@ class FigureLayout(ABC):
         Default: none."""
         return []
 
+    def table_values(self, params: dict, table: str) -> dict[str, set]:
+        """{column: every value that column of the figure's tidy table can hold}, for the columns whose values follow
+        from the settings (panel ids, methods, σ grid, implementations, ...), known before anything is built.
+        tests/test_claim_selections.py checks every claim's selections against them at every scale and mode, so that
+        settings which leave a claim nothing to select are found before a run. A value listed must be one the table
+        can hold (a claim selecting it may find rows), and every value the table can hold must be listed (a claim
+        selecting another one finds none). `table`: the figure's FigureDef.table ("module:function"), for a family
+        whose figures make different tables from the same cells (bietti2022 Figs 1 and 2). A column not listed is
+        unknown (not checked). Default: {} (nothing known)."""
+        return {}
+
 
 @dataclass(frozen=True)
 class FigureDef:

@@ -108,6 +108,53 @@ class GridLayout(FigureLayout):
         """The benchmark's reduced run of a cell: `units` rounds."""
         return {**params, "rounds": int(units)}
 
+    def table_values(self, params: dict, table: str) -> dict[str, set]:
+        """The setting columns of the tidy table (dpfl.papers.bietti2022.table). Fig 1 (one grid): one panel
+        "σ = <σ>" per shown σ the grid ran (`sigma`), the shown levels it ran and the `best_of` groups with a shown
+        member (`level`; "" on the ε rows, present when a panel has σ > 0 and a level a > 0 ran), the quantity (the
+        metric's, and eps with the ε rows) and the windows. Fig 2: a panel per grid, its metric and gain_area, the
+        fixed curves, a level label per finite a > 0 (the private points, where σ > 0 ran), their σ and levels, and
+        the windows."""
+        grids = params["grids"]
+        impl = params.get("implementation") or {}
+
+        def metric(grid):
+            if grid["task"] != "synthetic":
+                return "accuracy"
+            return "excess_risk_per_coordinate" if impl.get("excess_risk") == "coordinate_mean" else "excess_risk"
+
+        if table.endswith(":fig1"):
+            grid = next(iter(grids.values()))
+            show = params.get("show") or {}
+            ran = [level(a) for a in grid["levels"]]
+            levels = [a for a in (level(a) for a in show.get("levels", grid["levels"])) if a in ran]
+            ran_sigmas = [float(s) for s in grid["sigmas"]]
+            sigmas = [float(s) for s in show.get("sigmas", grid["sigmas"]) if float(s) in ran_sigmas]
+            eps_rows = any(s > 0 for s in sigmas) and any(a > 0 for a in ran)
+            groups = {g for g, members in (params.get("best_of") or {}).items()
+                      if any(level(a) in levels for a in members)}
+            return {"panel": {f"σ = {s:g}" for s in sigmas}, "sigma": set(sigmas),
+                    "level": {level_name(a) for a in levels} | groups | ({""} if eps_rows else set()),
+                    "quantity": {"excess_risk" if grid["task"] == "synthetic" else "accuracy"}
+                    | ({"eps"} if eps_rows else set()),
+                    "window": {"round", "early", "final"}}
+        out = {"panel": set(grids), "quantity": {metric(g) for g in grids.values()} | {"gain_area"},
+               "curve": {"local only", "global only", "best personalized", "best of local and global", "gain"},
+               "level": {"0", ""}, "sigma": set(), "window": {"point", "budget", "summary"}}
+        for grid in grids.values():
+            private = [float(s) for s in grid["sigmas"] if float(s) > 0]
+            finite = [a for a in (level(a) for a in grid["levels"]) if 0 < a < math.inf]
+            if not private:
+                continue
+            out["sigma"] |= set(private)
+            out["level"] |= {level_name(a) for a in (level(a) for a in grid["levels"]) if a > 0}
+            b2 = grid.get("model") == "cnn" and impl.get("cnn_local_step") == "times_users"  # table._level_label
+            Q = int(grid.get("users_per_round") or 1)
+            out["curve"] |= {f"αQ = {level_name(a)}" + (f" (effective {a / Q:g})" if b2 else "") for a in finite}
+            if math.inf in [level(a) for a in grid["levels"]]:
+                out["window"].add("smallest_global_eps")
+        return out
+
     def bench_evaluations(self, params: dict, rounds: int) -> int:
         """How many evaluations a cell with these params makes in `rounds` rounds (dpfl.bench projects their time apart
         from the rounds')."""

@@ -45,6 +45,15 @@ class RecordsLayout(FigureLayout):
         own["panels"] = [panel_of(params, cell)]
         return own, {}
 
+    def table_values(self, params: dict, table: str) -> dict[str, set]:
+        """The setting columns of the table (rows: see the module docstring): each panel's id, U, S, distribution and
+        the seed, and the quantities."""
+        panels = params["panels"]
+        return {"panel": {p["id"] for p in panels}, "users": {int(p["users"]) for p in panels},
+                "silos": {int(p["silos"]) for p in panels}, "distribution": {p["distribution"] for p in panels},
+                "seed": {int(params["seed"])},
+                "quantity": {"records", "user_total", "largest_silo_share", *SUMMARIES}}
+
 
 # ------------------------------------------------------------------------------------------------ cell
 

@@ -100,6 +100,35 @@ class TrainingLayout(FigureLayout):
         """The benchmark's reduced run of a cell: every seed (batched, as the real job), `units` rounds."""
         return {**params, "rounds": int(units)}
 
+    def table_values(self, params: dict, table: str) -> dict[str, set]:
+        """The setting columns of the tidy table (dpfl.papers.kato2024.table.curves): panel ids, methods, sampling
+        rates (q = 1 for a method without sub-sampling), U, S and distributions of the panels; its quantities and
+        windows; and the gap rows: method "gap" / quantity loss_gap / window by_silos where ULDP-AVG and ULDP-AVG-w
+        both run (_weighting_gaps), panel "<iid>→<noniid>" / distribution "zipf-noniid − zipf-iid" / quantity
+        noniid_gap / window by_users for a (U, S) with a zipf-iid and a zipf-noniid panel (_noniid_gaps)."""
+        panels, curves = params["panels"], method_cells(params)
+        out = {"panel": {p["id"] for p in panels}, "method": {mid for mid, _ in curves},
+               "q": {1.0 if q is None else float(q) for _, q in curves},
+               "users": {int(p["users"]) for p in panels}, "silos": {int(p["silos"]) for p in panels},
+               "distribution": {p["distribution"] for p in panels},
+               # table.QUANTITIES (not imported: a layout imports no numerics)
+               "quantity": {"utility", "test_loss", "test_loss_batch_sum", "eps", "eps_certified"},
+               "window": {"round", "final", "early"}}
+        if {"uldp_avg", "uldp_avg_w"} <= out["method"]:
+            out["method"].add("gap")
+            out["quantity"].add("loss_gap")
+            out["window"].add("by_silos")
+        by_setting: dict = {}
+        for p in panels:
+            by_setting.setdefault((int(p["users"]), int(p["silos"])), {}).setdefault(p["distribution"], p["id"])
+        for ids in by_setting.values():
+            if {"zipf-iid", "zipf-noniid"} <= set(ids):
+                out["panel"].add(f"{ids['zipf-iid']}→{ids['zipf-noniid']}")
+                out["distribution"].add("zipf-noniid − zipf-iid")
+                out["quantity"].add("noniid_gap")
+                out["window"].add("by_users")
+        return out
+
 
 def schema_fragments() -> dict:
     """Schemas generated from the method registry ($ref'd by workflow/schemas/papers/kato2024.schema.yaml as

@@ -43,3 +43,9 @@ class LowyLayout(FigureLayout):
         """The benchmark's reduced run of a cell: `units` trials."""
         return {**params, "trials": int(units)}
 
+    def table_values(self, params: dict, table: str) -> dict[str, set]:
+        """The setting columns of the tidy table (dpfl.papers.lowy2023.table.aggregate): panel ids, every method's id
+        (`algorithm`) and label (`curve`), and x = the ε grid (every method, the flat baselines too)."""
+        return {"panel": {p["id"] for p in params["panels"]}, "algorithm": {m.id for m in METHODS},
+                "curve": {m.label for m in METHODS}, "x": {float(e) for e in params["epsilons"]}}
+
