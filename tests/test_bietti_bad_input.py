@@ -10,10 +10,9 @@ import pytest
 from dpfl import config
 from dpfl.papers.bietti2022 import layout
 from dpfl.papers.bietti2022.layout import GridLayout
+from tests.test_kato_bad_input import edit_in_figure
 
 LAYOUT = GridLayout()
-
-from tests.test_kato_bad_input import edit_in_figure
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_FILE = "config/papers/bietti2022.yaml"
@@ -38,8 +37,9 @@ def test_more_users_per_round_than_users_stops_the_dag():
     cfg = config.load(ROOT)
     params = cfg.figure_params("bietti2022", "fig1c", "none")
     params["grids"]["emnist_linear"].update(users=5, users_per_round=10)
-    with pytest.raises(ValueError, match=r"config/papers/bietti2022.yaml: params.grids.emnist_linear.users_per_round: "
-                                         r"Q = 10 is larger than params.grids.emnist_linear.users N = 5; allowed: 1 ≤ Q ≤ N"):
+    with pytest.raises(ValueError,
+                       match=r"config/papers/bietti2022.yaml: params.grids.emnist_linear.users_per_round: "
+                             r"Q = 10 is larger than params.grids.emnist_linear.users N = 5; allowed: 1 ≤ Q ≤ N"):
         LAYOUT.needs(params)
 
 

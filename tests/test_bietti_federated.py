@@ -18,7 +18,8 @@ def arrays(counts, test_counts, d=3, seed=0):
     rng = np.random.default_rng(seed)
     n, t = sum(counts), sum(test_counts)
     return {"x_train": rng.normal(size=(n, d)).astype(np.float32), "y_train": rng.integers(0, 4, n),
-            "train_offsets": np.concatenate([[0], np.cumsum(counts)]), "x_test": rng.normal(size=(t, d)).astype(np.float32),
+            "train_offsets": np.concatenate([[0], np.cumsum(counts)]),
+            "x_test": rng.normal(size=(t, d)).astype(np.float32),
             "y_test": rng.integers(0, 4, t), "test_offsets": np.concatenate([[0], np.cumsum(test_counts)])}
 
 

@@ -35,37 +35,39 @@ def schema_errors(check: dict) -> list:
 
 # A check of each kind with every key its kind accepts, on TABLE (all valid; ALL_KEYS checks they are all).
 TABLE = pd.DataFrame([
-    {"paper": "demo", "figure": "f", "panel": "a", "curve": c, "g": g, "x": float(x), "y": float(x * (1 if c == "A" else 2)),
-     "se": 0.1, "lo": 0.0, "hi": 100.0}
+    {"paper": "demo", "figure": "f", "panel": "a", "curve": c, "g": g, "x": float(x),
+     "y": float(x * (1 if c == "A" else 2)), "se": 0.1, "lo": 0.0, "hi": 100.0}
     for c in ("A", "B") for g in ("g1", "g2") for x in range(1, 5)])
 _ROWS = {"select": {"panel": "a"}, "where_x": {"ge": 1}, "column": "y"}
 FULL = {
     "compare": {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "abs<=", "max_diff": 100.0,
                 **_ROWS, "match_on": ["panel"], "at": "last", "factor": 1.0, "offset": 0.0, "tol": 0.01, "tol_se": True,
-                "tol_counts": "for", "group_by": ["g"], "min_points": 1, "min_group_share": 0.5, "min_groups": 1, "inferred": "why"},
-    "order": {"kind": "order", "by": "curve", "values": ["A", "B"], "op": "<", **_ROWS, "tol": 0.01, "tol_counts": "for",
-              "group_by": ["g"],
+                "tol_counts": "for", "group_by": ["g"], "min_points": 1, "min_group_share": 0.5, "min_groups": 1,
+                "inferred": "why"},
+    "order": {"kind": "order", "by": "curve", "values": ["A", "B"], "op": "<", **_ROWS, "tol": 0.01,
+              "tol_counts": "for", "group_by": ["g"],
               "inferred": "why"},
-    "monotone": {"kind": "monotone", "direction": "increasing", **_ROWS, "strict": True, "tol": 0.01, "tol_counts": "for",
-                 "group_by": ["g"],
+    "monotone": {"kind": "monotone", "direction": "increasing", **_ROWS, "strict": True, "tol": 0.01,
+                 "tol_counts": "for", "group_by": ["g"],
                  "inferred": "why"},
     "bounds": {"kind": "bounds", "lower": 0.0, "upper": "hi", **_ROWS, "lower_strict": True, "upper_strict": False,
                "tol": 0.01, "tol_counts": "inconclusive", "group_by": ["g"], "min_points": 1, "min_group_share": 0.5,
                "min_groups": 1, "inferred": "why"},
-    "near": {"kind": "near", "x": 2.0, "target": 2.0, "rel_tol": 0.1, "select": {"curve": "A", "g": "g1"}, "column": "y",
-             "inferred": "why"},
-    "ratio": {"kind": "ratio", "numerator": {"curve": "B", "g": "g1"}, "denominator": {"curve": "A", "g": "g1"}, "min": 1.0,
-              "max": 3.0, "interpolate": "linear", **_ROWS, "inferred": "why"},
+    "near": {"kind": "near", "x": 2.0, "target": 2.0, "rel_tol": 0.1, "select": {"curve": "A", "g": "g1"},
+             "column": "y", "inferred": "why"},
+    "ratio": {"kind": "ratio", "numerator": {"curve": "B", "g": "g1"}, "denominator": {"curve": "A", "g": "g1"},
+              "min": 1.0, "max": 3.0, "interpolate": "linear", **_ROWS, "inferred": "why"},
     "successive_ratio": {"kind": "successive_ratio", "min": 1.0, **_ROWS, "select": {"curve": "A", "g": "g1"},
                          "inferred": "why"},
     "crossing": {"kind": "crossing", "first": {"curve": "A"}, "second": {"curve": "B"}, **_ROWS, "match_on": ["g"],
                  "line": "identity", "inferred": "why"},
-    "eventually": {"kind": "eventually", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "abs<=", "max_diff": 100.0,
-                   **_ROWS, "match_on": ["panel"], "at": "last", "factor": 1.0, "tol": 0.01, "tol_se": True,
+    "eventually": {"kind": "eventually", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "abs<=",
+                   "max_diff": 100.0, **_ROWS, "match_on": ["panel"], "at": "last", "factor": 1.0, "tol": 0.01,
+                   "tol_se": True,
                    "tol_counts": "for", "group_by": ["g"], "inferred": "why"},
     "slope": {"kind": "slope", "min": 0.4, "max": 0.65, **_ROWS, "group_by": ["g"], "inferred": "why"},
-    "mean_relative_gap": {"kind": "mean_relative_gap", "left": {"curve": "A"}, "right": {"curve": "B"}, "min": 0.1, **_ROWS,
-                          "match_on": ["g"], "at": "last", "inferred": "why"},
+    "mean_relative_gap": {"kind": "mean_relative_gap", "left": {"curve": "A"}, "right": {"curve": "B"}, "min": 0.1,
+                          **_ROWS, "match_on": ["g"], "at": "last", "inferred": "why"},
 }
 
 
@@ -256,7 +258,8 @@ def test_defaults_are_still_filled_through_the_generated_schema(config):
 
 def test_missing_target_of_near_names_file_key_path_and_kind(config, tmp_path):
     msg = error_of(config, {"kind": "near", "x": 32}, tmp_path)
-    assert re.search(r"figures\.\w+\.claims\[0\]\.checks\[0\]: 'target' is a required property for kind 'near'", msg), msg
+    assert re.search(r"figures\.\w+\.claims\[0\]\.checks\[0\]: "
+                     r"'target' is a required property for kind 'near'", msg), msg
     assert "'rel_tol' is a required property for kind 'near'" in msg
 
 
@@ -282,7 +285,8 @@ def test_misspelt_key_gives_did_you_mean(config, tmp_path):
     check = {**minimal("near"), "rel_tl": 0.05}
     del check["rel_tol"]
     msg = error_of(config, check, tmp_path)
-    assert "checks[0]: unknown key 'rel_tl' (did you mean 'rel_tol'?) for kind 'near'; allowed keys: column, inferred" in msg
+    assert ("checks[0]: unknown key 'rel_tl' (did you mean 'rel_tol'?) for kind 'near'; "
+            "allowed keys: column, inferred") in msg
     assert "'rel_tol' is a required property for kind 'near'" in msg
 
 
@@ -337,7 +341,8 @@ def lowy(config):
 
 
 def test_lowy_plus_tol_checks_count_the_tolerance_for_the_claim(lowy):
-    """'≤ X + tol' (C-L4a, C-L4b, C-L7, C-L89a, C-Lmono's 'within tol'): tol_counts: for; the others keep the default."""
+    """'≤ X + tol' (C-L4a, C-L4b, C-L7, C-L89a, C-Lmono's 'within tol'): tol_counts: for; the others keep the
+    default."""
     figures = lowy["figures"]
     for fig, ids in {"fig4": ["C-L4a", "C-L4b"], "fig7": ["C-L7"]}.items():
         for cl in figures[fig]["claims"]:
@@ -381,7 +386,8 @@ def test_paper_claims_schema(config, tmp_path):
     schema = ROOT / "workflow" / "schemas" / "papers" / "lowy2023.schema.yaml"
     data = yaml.safe_load(path.read_text())
     config.validate(copy.deepcopy(data), schema, "ok")
-    for broken, needle in [({"figures": ["fig8"]}, "claims[0].figures"), ({"figures": None}, "claims[0]: 'figures' is a required property"),
+    for broken, needle in [({"figures": ["fig8"]}, "claims[0].figures"),
+                           ({"figures": None}, "claims[0]: 'figures' is a required property"),
                            ({"colour": "red"}, "unknown key 'colour'")]:
         bad = copy.deepcopy(data)
         bad["claims"][0].update(broken)

@@ -26,12 +26,14 @@ def test_authors_code_settings_apply_only_in_that_mode():
     assert cfg.figure_params("lowy2023", "fig5", "authors-code")["mb_step_scale"] is None
     assert cfg.figure_params("kato2024", "fig2", "none")["group_orders"] == "mironov"
     assert cfg.figure_params("kato2024", "fig2", "authors-code")["group_orders"] == "authors"
-    assert "implementation" not in cfg.paper_settings("lowy2023") and "allocations" not in cfg.paper_settings("lowy2023")
+    assert ("implementation" not in cfg.paper_settings("lowy2023")
+            and "allocations" not in cfg.paper_settings("lowy2023"))
     assert cfg.paper_settings("lowy2023") == {"noise_calibration": "paper"}
 
 
 def test_misspelt_authors_code_setting_stops_with_file_and_key(project):
-    edit(project / "config/papers/lowy2023.yaml", "implementation: {server: sum, batch_sampling: with_replacement, mb_clip",
+    edit(project / "config/papers/lowy2023.yaml",
+         "implementation: {server: sum, batch_sampling: with_replacement, mb_clip",
          "implementation: {server: summ, batch_sampling: with_replacement, mb_clip")
     with pytest.raises(config.ConfigError) as err:
         config.load(project)

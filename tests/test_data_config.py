@@ -67,7 +67,8 @@ def test_dataset_source_errors(project):
     assert "dataset_source: unknown dataset 'mnsit' (did you mean 'mnist'?); allowed: creditcard" in str(err.value)
     with pytest.raises(config.ConfigError) as err:
         config.load(project, {"dataset_source": {"mnist": "rael"}})
-    assert "dataset_source.mnist: 'rael' is not allowed (did you mean 'real'?); allowed: auto, real, standin" in str(err.value)
+    assert ("dataset_source.mnist: 'rael' is not allowed (did you mean 'real'?); allowed: auto, real, standin"
+            in str(err.value))
 
 
 def test_data_mirror_resolution(project, monkeypatch):

@@ -134,7 +134,8 @@ def test_insurance_columns_by_name_and_line_endings(tmp_path):
 
 def test_insurance_missing_column(tmp_path):
     write_csv(tmp_path / "insurance.csv", INSURANCE.drop(columns=["smoker"]))
-    with pytest.raises(DataError, match="insurance: insurance.csv: missing required column\\(s\\) smoker; columns found"):
+    with pytest.raises(DataError,
+                       match="insurance: insurance.csv: missing required column\\(s\\) smoker; columns found"):
         insurance.load(tmp_path)
 
 

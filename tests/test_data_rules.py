@@ -113,7 +113,8 @@ def test_mirror_is_used_when_given(project, mirror):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for dataset in ("insurance", "obesity"):
         _, meta = load_prepared(project / f"data/prepared/{dataset}.npz")
-        assert meta["source"] == "mirror" and meta["standin"] is False and meta["location"] == os.path.realpath(mirror / dataset)
+        assert (meta["source"] == "mirror" and meta["standin"] is False
+                and meta["location"] == os.path.realpath(mirror / dataset))
         assert meta["fallback_reasons"] == []
 
 

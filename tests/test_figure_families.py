@@ -207,7 +207,9 @@ def _edit(path: Path, old: str, new: str) -> None:
 def test_an_unknown_figure_or_hyper_family_names_file_key_and_allowed(project):
     paper_file = project / "config/papers/kato2024.yaml"
     _edit(paper_file, "\n  fig13:\n", "\n  fig99:\n")
-    with pytest.raises(config.ConfigError, match=r"(?s)kato2024\.yaml.*figures: unknown key 'fig99' \(did you mean 'fig9'\?\); allowed keys: .*fig13"):
+    with pytest.raises(config.ConfigError,
+                       match=r"(?s)kato2024\.yaml.*figures: unknown key 'fig99' \(did you mean 'fig9'\?\); "
+                             r"allowed keys: .*fig13"):
         config.load(project)
     _edit(paper_file, "\n  fig99:\n", "\n  fig13:\n")
     _edit(paper_file, "      fedavg:", "      fedavgg:")

@@ -4,7 +4,6 @@ std σC; the engine's pair-list sum equals the dense reference (tests/reference_
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 

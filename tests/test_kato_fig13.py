@@ -48,7 +48,8 @@ def write_alloc(path: Path, spec: dict) -> str:
 def inputs(tmp_path):
     names = RECORDS.needs(PARAMS)[1]
     assert names == ("kato2024-creditcard/zipf-U4-S2-seed0", "kato2024-creditcard/uniform-U2-S2-seed0")
-    files = {names[0]: write_alloc(tmp_path / "zipf.npz", ZIPF), names[1]: write_alloc(tmp_path / "uniform.npz", UNIFORM)}
+    files = {names[0]: write_alloc(tmp_path / "zipf.npz", ZIPF),
+             names[1]: write_alloc(tmp_path / "uniform.npz", UNIFORM)}
     return {"prepared": {"creditcard": str(tmp_path / "unused.npz")}, "allocations": files}
 
 
@@ -112,7 +113,8 @@ def summary(table, panel, quantity) -> pd.Series:
 
 
 def test_s_k13_diagnostics_by_hand(table):
-    share = table[(table["panel"] == "a") & (table["quantity"] == "largest_silo_share")].sort_values("x")["y"].to_numpy()
+    share = (table[(table["panel"] == "a") & (table["quantity"] == "largest_silo_share")]
+             .sort_values("x")["y"].to_numpy())
     np.testing.assert_allclose(share[:3], [2 / 3, 1.0, 0.5])
     assert math.isnan(share[3])  # user 3 has no training records: no share
     mean = summary(table, "a", "mean_largest_silo_share")

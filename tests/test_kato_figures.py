@@ -31,7 +31,8 @@ PARAMS = {
     "methods": ["default", "uldp_group_2", "uldp_sgd", "uldp_avg", "uldp_avg_w", "uldp_avg_ws"],
     "sampling_rates": [0.5], "seeds": [0, 1], "rounds": 3, "batch": 4, "sigma": 5.0, "delta": 1e-5,
     "eval_batch": 512, "pair_chunk": None, "train_subsample": 1.0,
-    "hyper": {"fedavg": {"eta_g": 1.0, "eta_l": 0.01, "epochs": 2}, "group": {"eta_g": 1.0, "clip": 1.0, "eta_l": 0.01, "epochs": 1},
+    "hyper": {"fedavg": {"eta_g": 1.0, "eta_l": 0.01, "epochs": 2},
+              "group": {"eta_g": 1.0, "clip": 1.0, "eta_l": 0.01, "epochs": 1},
               "sgd": {"eta_g": 10.0, "clip": 0.1}, "avg": {"eta_g": 10.0, "clip": 0.1, "eta_l": 0.01, "epochs": 2}},
     "implementation": {"sgd_gradient": "mean", "test_loss": "mean", "group_orders": "mironov", "group_parallel": "rdp",
                        "group_conversion": "rdp"},
@@ -40,7 +41,8 @@ PARAMS = {
 
 def test_cells_are_panel_method_and_sampling_rate():
     cells = LAYOUT.cells(PARAMS)
-    assert cells[:6] == ["a-default", "a-uldp_group_2", "a-uldp_sgd", "a-uldp_avg", "a-uldp_avg_w", "a-uldp_avg_ws-q0.5"]
+    assert cells[:6] == ["a-default", "a-uldp_group_2", "a-uldp_sgd", "a-uldp_avg", "a-uldp_avg_w",
+                         "a-uldp_avg_ws-q0.5"]
     assert len(cells) == 12
     assert layout.parse_cell("b-uldp_avg_ws-q0.5") == ("b", "uldp_avg_ws", 0.5)
     with pytest.raises(ValueError, match="uldp_avg_x"):

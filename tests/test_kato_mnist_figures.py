@@ -54,7 +54,8 @@ def _final(method, users, distribution, panel, y, se=0.01):
 
 def test_noniid_gap_rows_by_hand():
     df = pd.DataFrame([_final("uldp_avg", 100, "zipf-iid", "b", 0.5), _final("uldp_avg", 100, "zipf-noniid", "c", 1.25),
-                       _final("uldp_avg", 10000, "zipf-iid", "e", 0.4), _final("uldp_avg", 10000, "zipf-noniid", "f", 0.5),
+                       _final("uldp_avg", 10000, "zipf-iid", "e", 0.4),
+                       _final("uldp_avg", 10000, "zipf-noniid", "f", 0.5),
                        _final("default", 100, "zipf-iid", "b", 0.3), _final("default", 100, "zipf-noniid", "c", 0.4),
                        _final("default", 100, "uniform", "a", 0.2)])
     gaps = _noniid_gaps(df, "test_loss").set_index(["method", "users"])
@@ -76,5 +77,6 @@ def test_subsample_keeps_a_share_of_the_records_with_their_users_and_silos():
     b = subsample(run, 0.1, np.random.default_rng(0))
     kept = a["X"][:, 0].astype(int) // 2  # the original record index of every kept row
     assert abs(len(kept) - 0.1 * n) < 4 * np.sqrt(n * 0.09) and np.all(np.diff(kept) > 0)  # a share, in order
-    assert np.array_equal(a["y"], kept % 10) and np.array_equal(a["silo"], kept % 5) and np.array_equal(a["user"], kept % 7)
+    assert (np.array_equal(a["y"], kept % 10) and np.array_equal(a["silo"], kept % 5)
+            and np.array_equal(a["user"], kept % 7))
     assert np.array_equal(a["X"], b["X"]) and a["X_test"] is run["X_test"]  # reproducible; the test set untouched

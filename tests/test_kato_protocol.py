@@ -46,7 +46,8 @@ def test_layout_from_the_yaml():
     assert protocol.settings(p12) == [(2, 20), (4, 20), (8, 20), (15, 20), (2, 10), (2, 30), (2, 40)]
     assert len(PROTOCOL.cells(p12)) == 14 and PROTOCOL.needs(p12) == ((), ())
     own, _ = PROTOCOL.cell_params(p12, {}, "h8-U20-reference")
-    assert (own["hidden"], own["users"], own["implementation"]) == (8, 20, "reference") and "hidden" not in p12.get("x", {})
+    assert ((own["hidden"], own["users"], own["implementation"]) == (8, 20, "reference")
+            and "hidden" not in p12.get("x", {}))
     own, _ = PROTOCOL.cell_params(p11, {}, "tcga10-fast")
     assert own["panel"]["id"] == "tcga10" and own["implementation"] == "fast" and protocol.is_fig11(own)
     assert (own["key_bits"], own["record_bound"], own["optimizer"]) == (3072, 2000, "sgd")  # spec §6 defaults
@@ -116,7 +117,8 @@ def test_fig12_cell_times_every_phase_and_checks_the_decryption(optimizer):
     assert (work[1] >= 1).all() and (work[1] <= 3).all() and (work[2] == 0).all()
     assert (df.loc[df["phase"] != "local training", "full_exponentiations"] == 0).all()
     nominal, certified = epsilon_curves(BY_ID["uldp_avg_w"], 2, 5.0, 1e-5)
-    assert df["eps"].iloc[0] == pytest.approx(nominal[-1]) and df["eps_certified"].iloc[0] == pytest.approx(certified[-1])
+    assert (df["eps"].iloc[0] == pytest.approx(nominal[-1])
+            and df["eps_certified"].iloc[0] == pytest.approx(certified[-1]))
 
 
 def test_fig12_cell_drops_records_above_the_bound_and_both_implementations_agree():

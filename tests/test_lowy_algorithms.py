@@ -107,10 +107,12 @@ GRID_CASES = [
     # step sizes, clip bounds (inf = none), noise std per config (scaled per silo below)
     (np.array([0.05, 0.2, 0.5]), np.array([np.inf, 0.7, 0.3]), np.array([0.0, 0.3, 1.0])),
 ]
-ALGORITHMS = {"minibatch": (minibatch_sgd, minibatch_draws, ref_minibatch), "local": (local_sgd, local_draws, ref_local)}
+ALGORITHMS = {"minibatch": (minibatch_sgd, minibatch_draws, ref_minibatch),
+              "local": (local_sgd, local_draws, ref_local)}
 
 
-def assert_matches_reference(method, model, data, settings, grid: Grid, seed: int, rtol: float, reps: int = 2, **draw_kw):
+def assert_matches_reference(method, model, data, settings, grid: Grid, seed: int, rtol: float, reps: int = 2,
+                             **draw_kw):
     """The vectorized algorithm and its plain-loop reference, fed the same pre-drawn randomness, agree."""
     run, draw, ref = ALGORITHMS[method]
     rngs = [np.random.default_rng(seed + r) for r in range(reps)]
@@ -236,7 +238,8 @@ def test_clipping_bounds_a_silos_replace_one_sensitivity(kind):
 
     def one_round(d):
         rngs = [np.random.default_rng(0)]
-        return minibatch_sgd(model, d, settings, grid, minibatch_draws(rngs, d, settings, model.out_dim, noise=False), 1).W
+        return minibatch_sgd(model, d, settings, grid,
+                             minibatch_draws(rngs, d, settings, model.out_dim, noise=False), 1).W
 
     rng = np.random.default_rng(5)
     for _ in range(20):

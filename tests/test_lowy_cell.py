@@ -57,8 +57,8 @@ def _cells(values_private, values_public, eps=(1.0, 2.0)):
             rows.append({"trial": t, "algorithm": "noisy_mb_sgd", "label": "ISRL-DP MB-SGD", "panel": "a", "eps": e,
                          "test": v, "step": 0.1, "diverged_reps": 0, "grid_edge": "low" if t == 0 else "",
                          "n_silos": 3, "silos_per_round": 2, "K": 4, "rounds": 5, "upsilon2": 1.0, "n_train_min": 50,
-                         "eps_certified": e * 1.1, "eps_certified_paper_noise": e * 1.1, "z_used": 2.0 / e, "z_paper": 2.0 / e,
-                         "z_accountant": 2.2 / e + 0.1 * t})
+                         "eps_certified": e * 1.1, "eps_certified_paper_noise": e * 1.1, "z_used": 2.0 / e,
+                         "z_paper": 2.0 / e, "z_accountant": 2.2 / e + 0.1 * t})
     for t, v in enumerate(values_public):
         rows.append({"trial": t, "algorithm": "mb_sgd", "label": "MB-SGD", "panel": "a", "eps": np.nan, "test": v,
                      "step": 0.2, "diverged_reps": 1, "grid_edge": "", "n_silos": 3, "silos_per_round": 2, "K": 4,

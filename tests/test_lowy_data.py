@@ -30,7 +30,8 @@ def impl(cfg, figure: str = "fig4", mode: str = "none") -> dict:
 
 
 PAPER = {"mnist_silos": "per_trial_split", "lipschitz": "data", "class_silo_sampling": "without_replacement"}
-AUTHORS_MNIST = {"mnist_silos": "bootstrap_fixed_split", "lipschitz": "data_silo1", "class_silo_sampling": "without_replacement"}
+AUTHORS_MNIST = {"mnist_silos": "bootstrap_fixed_split", "lipschitz": "data_silo1",
+                 "class_silo_sampling": "without_replacement"}
 AUTHORS_OBESITY = {"mnist_silos": "per_trial_split", "lipschitz": 20, "class_silo_sampling": "with_replacement"}
 
 
@@ -146,7 +147,8 @@ def test_authors_code_settings_follow_the_spec(cfg):
         assert BY_ID["noisy_mb_sgd"].settings_overrides(impl(cfg, figure)) == paper
         assert BY_ID["noisy_local_sgd"].settings_overrides(impl(cfg, figure, "authors-code")) == {}
     for figure in ("fig4", "fig7"):  # Q2
-        assert BY_ID["noisy_mb_sgd"].settings_overrides(impl(cfg, figure, "authors-code")) == {**paper, "aggregation": "sum"}
+        assert (BY_ID["noisy_mb_sgd"].settings_overrides(impl(cfg, figure, "authors-code"))
+                == {**paper, "aggregation": "sum"})
     for figure in ("fig5", "fig8", "fig9"):  # Q2, Q7
         ac = impl(cfg, figure, "authors-code")
         assert BY_ID["noisy_mb_sgd"].settings_overrides(ac) == {**paper, "aggregation": "sum", "clip": "batch_mean"}

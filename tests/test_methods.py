@@ -94,7 +94,8 @@ def test_accountant_calibration_certifies_the_target(mid, eps):
     event.compose(_dp_event(mech, level.z_used), acc.steps)
     # Poisson sampling: dpfl evaluates fractional orders with Opacus's formula, dp-accounting with its own series
     # (both upper bounds; they differ in the 5th digit)
-    assert event.get_epsilon(acc.delta) == pytest.approx(level.eps_certified, rel=1e-4 if mech.sampling == "poisson" else 1e-6)
+    assert event.get_epsilon(acc.delta) == pytest.approx(level.eps_certified,
+                                                         rel=1e-4 if mech.sampling == "poisson" else 1e-6)
 
 
 def _dp_event(mech, z):

@@ -106,7 +106,8 @@ def test_unknown_paper_or_figure_stops_the_run(fresh):
     text = (fresh / "config/papers/balle2020.yaml").read_text()
     (fresh / "config/papers/balle2020.yaml").write_text(text + "  fig9:\n    params: {}\n")
     proc = snakemake(fresh, "--cores", "1")
-    assert_stopped(proc, fresh, "config/papers/balle2020.yaml", "unknown key 'fig9'", "allowed keys: fig2, table1, thm3_2")
+    assert_stopped(proc, fresh, "config/papers/balle2020.yaml", "unknown key 'fig9'",
+                   "allowed keys: fig2, table1, thm3_2")
 
 
 @pytest.mark.parametrize("target, needles", [
@@ -132,7 +133,8 @@ FIGURES = [("asoodeh2021", "fig2", ""), ("balle2020", "fig2", ""), ("balle2020",
            ("lowy2023", "fig5", ""), ("lowy2023", "fig5", "authors-code/"), ("bietti2022", "fig1a", "")]
 # every analytic figure, and two experiment figures (insurance: small data, fast; bietti2022's synthetic task,
 # generated in code) to keep the suite quick
-SMOKE = ["--config", "scale=smoke", 'only=["asoodeh2021", "balle2020", "kato2024/fig2", "lowy2023/fig5", "bietti2022/fig1a"]',
+SMOKE = ["--config", "scale=smoke",
+         'only=["asoodeh2021", "balle2020", "kato2024/fig2", "lowy2023/fig5", "bietti2022/fig1a"]',
          "compat_variants=true"]
 
 
@@ -159,7 +161,8 @@ def test_full_run_builds_every_output(built):
             assert (d / "cells").is_dir() and len(list((d / "cells").glob("*.parquet"))) == 4
         elif paper == "bietti2022":  # the synthetic task: no dataset; cells a = 0 once, then one per σ
             assert sidecar["data_source"] == "synthetic" and sidecar["datasets"] == []
-            assert sorted(p.stem for p in (d / "cells").glob("*.parquet")) == ["synthetic-local", "synthetic-sigma0", "synthetic-sigma10", "synthetic-sigma100"]
+            assert sorted(p.stem for p in (d / "cells").glob("*.parquet")) == [
+                "synthetic-local", "synthetic-sigma0", "synthetic-sigma10", "synthetic-sigma100"]
         else:
             assert sidecar["data_source"] == "analytic"
         assert {"config_hash", "versions", "inferred", "device"} <= set(sidecar)
@@ -302,7 +305,8 @@ def test_seeded_allocation_instances(tmp_path):
     assert np.bincount(z["silo"], minlength=4).tolist() == [199, 172, 30, 85]
     assert z["user"].max() < 50 and len(np.unique(z["user"])) == 50
     meta = json.loads(str(z["meta"]))
-    assert meta["params"]["users"] == 50 and meta["params"]["global_seed"] == 0 and meta["instance"] == "zipf-U50-S4-seed0"
+    assert (meta["params"]["users"] == 50 and meta["params"]["global_seed"] == 0
+            and meta["instance"] == "zipf-U50-S4-seed0")
     assert planned_outputs(project, target, *env_args) == set()
     assert planned_outputs(project, target, *env_args, "seed=1") == {target}
     edit(project / "config/papers/kato2024.yaml", "params: {user_alpha: 0.5, main_ratio: 0.8, min_records: 1}",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpfl.privacy.group import group_epsilon_curve, group_epsilon_rdp
-from dpfl.privacy.rdp import STANDARD_ORDERS, SampledGaussian, epsilon_curve, rdp_per_step
+from dpfl.privacy.rdp import SampledGaussian, epsilon_curve, rdp_per_step
 
 
 def test_one_part_and_k_one_is_the_record_level_curve():
@@ -35,7 +35,8 @@ def test_gaussian_by_hand():
     orders = 4 + np.arange(100) / 10.0
     orders = np.concatenate([orders, np.linspace(12, 128, 20)])
     orders = orders[orders >= 4]
-    best = min(3 * t * a / (2 * z**2) + math.log((a / 2 - 1) / (a / 2)) - (math.log(delta) + math.log(a / 2)) / (a / 2 - 1)
+    best = min(3 * t * a / (2 * z**2) + math.log((a / 2 - 1) / (a / 2))
+               - (math.log(delta) + math.log(a / 2)) / (a / 2 - 1)
                for a in orders)
     assert curve[-1] == pytest.approx(best, rel=1e-9)
 

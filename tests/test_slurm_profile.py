@@ -43,7 +43,8 @@ with SnakemakeApi(OutputSettings()) as api:
             # what a cluster executor runs on the submitting node
             "local": rule.group is None and (rule.name in wf._localrules or rule.norun or rule.is_template_engine),
             "action": not rule.norun,
-            "threads": None if info.threads is None else (info.threads if isinstance(info.threads, int) else "callable"),
+            "threads": (None if info.threads is None
+                        else (info.threads if isinstance(info.threads, int) else "callable")),
             "resources": {k: (v if isinstance(v, (int, float, str)) else "callable") for k, v in declared.items()},
         }
 print("RULES-JSON " + json.dumps(rules))

@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 _CHILD = """
@@ -36,8 +35,8 @@ evals = int(df["evaluations"].iloc[0]) if "evaluations" in df else 0
 phases = df.groupby("phase")["seconds"].mean().to_dict() if {"phase", "seconds"} <= set(df.columns) else None
 if phases and "round" in df and (df["round"] > 1).any():  # later rounds apart (the first may pay one-off costs)
     phases.update({f"{k} (rounds ≥ 2)": v for k, v in df[df["round"] > 1].groupby("phase")["seconds"].mean().items()})
-print(json.dumps({"phases": phases, "seconds": time.perf_counter() - t, "loop_per_unit": loop, "units": units, "configs": configs,
-                  "per_eval": per_eval, "evals": evals,
+print(json.dumps({"phases": phases, "seconds": time.perf_counter() - t, "loop_per_unit": loop, "units": units,
+                  "configs": configs, "per_eval": per_eval, "evals": evals,
                   "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
                   "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -147,8 +146,8 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
         # Snakemake runs cells in parallel; the figure takes at least its slowest cell
         parallel = max(serial / max(1, cores // threads), max(per_cell))
         print(f"  {figure}: {sum(r[1] for r in rows):.1f} s per {unit} over {len(rows)} cells; projected at "
-              f"{max(r[4] for r in rows)} {unit}s: {serial / 60:.1f} min one cell at a time ({threads} thread(s) each), "
-              f"≈{parallel / 60:.1f} min on {cores} cores; "
+              f"{max(r[4] for r in rows)} {unit}s: {serial / 60:.1f} min one cell at a time "
+              f"({threads} thread(s) each), ≈{parallel / 60:.1f} min on {cores} cores; "
               f"peak {max(r[2] for r in rows):.0f} MiB per job")
 
 

@@ -80,7 +80,8 @@ def _bounded(kind, name: str, low=None, high=None, low_open: bool = False, high_
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a{'n integer' if kind is int else ' number'}, got {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a{'n integer' if kind is int else ' number'}, got {text!r}")
         if value != value or value in (float("inf"), float("-inf")):
             raise argparse.ArgumentTypeError(f"{name} must be finite, got {text!r}")
         if low is not None and (value <= low if low_open else value < low):
@@ -92,7 +93,8 @@ def _bounded(kind, name: str, low=None, high=None, low_open: bool = False, high_
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dpfl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="dpfl", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("list", help="list the configured figures")
     p.add_argument("--scale", choices=["smoke", "quick", "paper"])

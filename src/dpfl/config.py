@@ -181,7 +181,8 @@ def _describe(error) -> str:
     if error.validator == "enum":
         close = difflib.get_close_matches(str(error.instance), [str(v) for v in error.validator_value], n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        return f"{where}: {error.instance!r} is not allowed{hint}; allowed: {', '.join(map(str, error.validator_value))}"
+        return (f"{where}: {error.instance!r} is not allowed{hint}; "
+                f"allowed: {', '.join(map(str, error.validator_value))}")
     if error.validator == "type":
         return f"{where}: expected {error.validator_value}, got {type(error.instance).__name__} {error.instance!r}"
     if error.validator == "required":
@@ -189,9 +190,11 @@ def _describe(error) -> str:
     bounds = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<",
               "minItems": "have at least", "maxItems": "have at most", "minLength": "have at least"}
     if error.validator in bounds:
-        unit = " items" if error.validator.endswith("Items") else (" characters" if error.validator == "minLength" else "")
+        unit = (" items" if error.validator.endswith("Items")
+                else (" characters" if error.validator == "minLength" else ""))
         op = bounds[error.validator]
-        rule = f"must {op} {error.validator_value}{unit}" if op.startswith("have") else f"must be {op} {error.validator_value}"
+        rule = (f"must {op} {error.validator_value}{unit}" if op.startswith("have")
+                else f"must be {op} {error.validator_value}")
         return f"{where}: {error.instance!r} {rule}{context}"
     desc = schema.get("description")
     if error.validator in ("anyOf", "oneOf") and desc:  # the default message repeats the whole instance
@@ -243,7 +246,8 @@ def deep_merge(base: dict, overlay: dict) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-PAPER_STRUCTURE_KEYS = ("paper", "figures", "compat", "allocations", "claims")  # the rest of a paper file are its settings
+# the rest of a paper file are its settings
+PAPER_STRUCTURE_KEYS = ("paper", "figures", "compat", "allocations", "claims")
 
 
 @dataclass
@@ -353,7 +357,8 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
     root = Path(root).resolve()
     schemas = root / "workflow" / "schemas"
     cfg_file = root / "config" / "config.yaml"
-    globals_ = deep_merge(_read_yaml(cfg_file), _coerce_cli(overrides or {}, _read_yaml(schemas / "config.schema.yaml")))
+    globals_ = deep_merge(_read_yaml(cfg_file),
+                          _coerce_cli(overrides or {}, _read_yaml(schemas / "config.schema.yaml")))
     validate(globals_, schemas / "config.schema.yaml", f"{_short(cfg_file)} (+ --config overrides)")
     datasets = load_datasets(root)
     for name in sorted(set(globals_["dataset_source"]) - set(datasets)):
@@ -367,7 +372,8 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
     validate(scale, schemas / "scale.schema.yaml", _short(scale_file), set_default=False)
     unknown = sorted(set(scale.get("papers", {})) - set(PAPERS))
     if unknown:
-        raise ConfigError(f"invalid configuration in {_short(scale_file)}:\n  - papers: unknown paper {unknown}; allowed: {', '.join(PAPERS)}")
+        raise ConfigError(f"invalid configuration in {_short(scale_file)}:\n  - papers: unknown paper {unknown}; "
+                          f"allowed: {', '.join(PAPERS)}")
 
     papers, sources, written = {}, {}, {}
     for paper in PAPERS:
@@ -383,7 +389,8 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
         validate(merged, schema_path, f"{_short(paper_file)} merged with {_short(scale_file)}")
         for figure, spec in merged["figures"].items():
             if (paper, figure) not in FIGURES:
-                raise ConfigError(f"{_short(paper_file)}: figures.{figure}: no implementation registered for this figure")
+                raise ConfigError(
+                    f"{_short(paper_file)}: figures.{figure}: no implementation registered for this figure")
             if spec.get("authors_code", {}).get("params"):
                 _validate_authors_code(merged, figure, schema_path, _short(paper_file))
         for name, entry in merged.get("allocations", {}).items():
@@ -391,18 +398,20 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
             if kind is None or entry["dataset"] not in kind.datasets:
                 allowed = ", ".join(f"{k} ({'/'.join(v.datasets)})" for k, v in ALLOCATION_KINDS.items())
                 raise ConfigError(f"invalid configuration in {_short(paper_file)}:\n  - allocations.{name}: kind "
-                                  f"{entry['kind']!r} on dataset {entry['dataset']!r} is not implemented; known kinds: {allowed}")
+                                  f"{entry['kind']!r} on dataset {entry['dataset']!r} is not implemented; "
+                                  f"known kinds: {allowed}")
         papers[paper] = merged
         sources[paper] = [str(paper_file.relative_to(root)), str(scale_file.relative_to(root))]
 
     for item in globals_.get("only") or []:
         paper, _, figure = item.partition("/")
         if paper not in papers:
-            raise ConfigError(f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - only: unknown paper {paper!r}; allowed: {', '.join(PAPERS)}")
+            raise ConfigError(f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - only: "
+                              f"unknown paper {paper!r}; allowed: {', '.join(PAPERS)}")
         if figure and figure not in papers[paper]["figures"]:
             raise ConfigError(
-                f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - only: unknown figure {figure!r} of paper "
-                f"{paper!r}; allowed: {', '.join(sorted(papers[paper]['figures']))}"
+                f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - only: unknown figure "
+                f"{figure!r} of paper {paper!r}; allowed: {', '.join(sorted(papers[paper]['figures']))}"
             )
     return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources, datasets=datasets,
                          written=written)

@@ -66,7 +66,8 @@ class Progress:
         self.done += 1
         elapsed = time.perf_counter() - self.start
         eta = elapsed / self.done * (self.total - self.done)
-        self.log(f"{self.label} {self.done}/{self.total} ({elapsed:.0f} s, ETA {eta:.0f} s){': ' + message if message else ''}")
+        self.log(f"{self.label} {self.done}/{self.total} ({elapsed:.0f} s, ETA {eta:.0f} s)"
+                 f"{': ' + message if message else ''}")
 
 
 def write_json(obj, path) -> None:

@@ -6,7 +6,8 @@ import os
 import platform
 from importlib import metadata
 
-VERSIONED_PACKAGES = ["dpfl", "numpy", "scipy", "pandas", "torch", "matplotlib", "dp-accounting", "snakemake", "jsonschema"]
+VERSIONED_PACKAGES = ["dpfl", "numpy", "scipy", "pandas", "torch", "matplotlib", "dp-accounting", "snakemake",
+                      "jsonschema"]
 
 
 def versions() -> dict:

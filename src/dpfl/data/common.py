@@ -50,7 +50,8 @@ def check_recorded_files(dataset: str, raw_dir: str | Path, record: dict) -> Non
 
 def standin_seed(dataset: str) -> np.random.SeedSequence:
     """The seed of a dataset's stand-in, derived from its name only: every machine and run generates the same bytes."""
-    return np.random.SeedSequence(int.from_bytes(hashlib.sha256(f"dpfl-standin/{dataset}".encode()).digest()[:16], "big"))
+    return np.random.SeedSequence(
+        int.from_bytes(hashlib.sha256(f"dpfl-standin/{dataset}".encode()).digest()[:16], "big"))
 
 
 def gzip_writer(fh, level: int = 6) -> gzip.GzipFile:

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Callable
 
 from dpfl.data import checks, record as records
-from dpfl.data.common import DataError, check_recorded_files, gzip_writer, sha256_file, sha256_gzip_content, standin_seed
+from dpfl.data.common import (DataError, check_recorded_files, gzip_writer, sha256_file, sha256_gzip_content,
+                              standin_seed)
 from dpfl.io import write_json
 
 TIMEOUT_SECONDS = 60  # per blocking network operation (connect, each read)
@@ -83,7 +84,8 @@ def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "
                 raise DataError(_failure(dataset, "no real source worked (data_source: real)", attempts, mirror, entry))
         if record is None:
             if not entry["standin"]:
-                raise DataError(_failure(dataset, "no real source worked and this dataset has no stand-in generator yet",
+                raise DataError(_failure(dataset,
+                                         "no real source worked and this dataset has no stand-in generator yet",
                                          attempts, mirror, entry))
             record = _staged(raw_dir, lambda staging: _generate_standin(dataset, entry, staging, log))
         record = {"dataset": dataset, "source": record["source"], "standin": record["standin"],
@@ -340,7 +342,8 @@ def _add(dataset, f, rec, staging: Path, files: list, archives: list, log) -> No
     log(f"{dataset}: unpacking {', '.join(f['unpack'])} from {f['name']}")
     for member in f["unpack"]:
         _extract_member(dataset, archive, member, staging / member)
-        files.append({"name": member, "sha256": sha256_file(staging / member), "bytes": (staging / member).stat().st_size,
+        files.append({"name": member, "sha256": sha256_file(staging / member),
+                      "bytes": (staging / member).stat().st_size,
                       "verified": f"member of {f['name']} (sha256 verified)", "from_archive": f["name"],
                       **({"location": rec["location"]} if "location" in rec else {})})
     archive.unlink()
@@ -361,7 +364,8 @@ def _download(url: str, dest: Path, label: str, log) -> None:
                 done += len(block)
                 if time.monotonic() - last >= PROGRESS_SECONDS:
                     last = time.monotonic()
-                    log(f"  {done / 1e6:.1f}" + (f" of {total / 1e6:.1f} MB ({100 * done / total:.0f}%)" if total else " MB"))
+                    log(f"  {done / 1e6:.1f}"
+                        + (f" of {total / 1e6:.1f} MB ({100 * done / total:.0f}%)" if total else " MB"))
             if total and done != total:
                 raise DataError(f"{label}: transfer ended after {done} of {total} bytes")
     except DataError:

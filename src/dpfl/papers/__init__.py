@@ -28,7 +28,8 @@ def _collect() -> dict[str, PaperDef]:
 REGISTRY: dict[str, PaperDef] = _collect()
 FIGURES: dict[tuple[str, str], FigureDef] = {(paper, fig): fdef for paper, pdef in REGISTRY.items()
                                              for fig, fdef in pdef.figures.items()}
-ALLOCATION_KINDS: dict[str, AllocationKind] = {k: v for pdef in REGISTRY.values() for k, v in pdef.allocation_kinds.items()}
+ALLOCATION_KINDS: dict[str, AllocationKind] = {k: v for pdef in REGISTRY.values()
+                                               for k, v in pdef.allocation_kinds.items()}
 
 
 def load_methods() -> dict:

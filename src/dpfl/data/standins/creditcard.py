@@ -40,5 +40,6 @@ def generate(out_dir: Path, seed: np.random.SeedSequence, n_rows: int = 284_807,
     table.insert(0, "Time", time)
     table["Amount"] = np.round(amount, 2)
     table["Class"] = np.where(fraud, "1", "0")  # strings, so QUOTE_NONNUMERIC quotes them as Kaggle does
-    with open(Path(out_dir) / FILE, "wb") as raw, gzip_writer(raw, level=1) as gz, io.TextIOWrapper(gz, newline="") as out:
+    with (open(Path(out_dir) / FILE, "wb") as raw, gzip_writer(raw, level=1) as gz,
+          io.TextIOWrapper(gz, newline="") as out):
         table.to_csv(out, index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")

@@ -67,7 +67,8 @@ def _prototypes(rng) -> np.ndarray:
             # a smooth curve along the control points: piecewise-linear, then a moving average along its length
             knots = np.arange(len(ctrl))
             pts = np.stack([np.interp(t * knots[-1], knots, ctrl[:, k]) for k in range(2)], axis=1)
-            pts = np.stack([np.convolve(np.pad(pts[:, k], 4, mode="edge"), np.ones(9) / 9, "valid") for k in range(2)], 1)
+            pts = np.stack([np.convolve(np.pad(pts[:, k], 4, mode="edge"), np.ones(9) / 9, "valid")
+                            for k in range(2)], 1)
             width = rng.uniform(1.0, 1.5)
             d2 = (yy[..., None] - pts[:, 0]) ** 2 + (xx[..., None] - pts[:, 1]) ** 2
             out[digit * VARIANTS + v, PAD:-PAD, PAD:-PAD] = np.exp(-d2 / (2 * width**2)).max(axis=-1)

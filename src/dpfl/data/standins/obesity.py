@@ -33,7 +33,8 @@ CATEGORIES = {  # value: frequency, close to the real marginals
     "SMOKE": {"no": 0.98, "yes": 0.02},
     "SCC": {"no": 0.955, "yes": 0.045},
     "CALC": {"Always": 0.001, "Frequently": 0.033, "Sometimes": 0.664, "no": 0.302},
-    "MTRANS": {"Automobile": 0.216, "Bike": 0.003, "Motorbike": 0.005, "Public_Transportation": 0.749, "Walking": 0.027},
+    "MTRANS": {"Automobile": 0.216, "Bike": 0.003, "Motorbike": 0.005, "Public_Transportation": 0.749,
+               "Walking": 0.027},
 }
 
 

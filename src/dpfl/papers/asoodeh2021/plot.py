@@ -14,7 +14,7 @@ def fig2(df, spec, meta):
     ax.set_xlabel("ε")
     ax.set_ylabel("δ(ε)")
     p = spec["params"]
-    ax.set_title(f"Theorem 2: η={p['step_size']:g}, L={p['lipschitz']:g}, ρ={p['radius']:g}, σ={p['sigma']:g}, n={p['n_users']}",
-                 fontsize=8)
+    ax.set_title(f"Theorem 2: η={p['step_size']:g}, L={p['lipschitz']:g}, ρ={p['radius']:g}, σ={p['sigma']:g}, "
+                 f"n={p['n_users']}", fontsize=8)
     ax.legend()
     return fig

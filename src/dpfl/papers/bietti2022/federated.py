@@ -163,6 +163,7 @@ def accuracy(task: FederatedTask, W: torch.Tensor, Th: torch.Tensor, chunk: int 
         X = task.X_test[rows]  # (u, t, d)
         y = task.y_test[rows]
         u, G, d, K = b - a, *W.shape
-        scores = torch.einsum("utd,gdk->utgk", X, W) + torch.bmm(X, Th[a:b].reshape(u, d, G * K)).reshape(u, t_max, G, K)
+        scores = (torch.einsum("utd,gdk->utgk", X, W)
+                  + torch.bmm(X, Th[a:b].reshape(u, d, G * K)).reshape(u, t_max, G, K))
         hits += ((scores.argmax(-1) == y[:, :, None]) & valid[:, :, None]).sum((0, 1)).to(torch.float64)
     return hits / max(1, int(toff[-1]))

@@ -105,7 +105,8 @@ class SparseBatch:
 
 
 class SparseUserStreams(UserStreams):
-    """The user sampling and minibatch streams of dpfl.papers.bietti2022.federated.UserStreams, batches of sparse rows."""
+    """The user sampling and minibatch streams of dpfl.papers.bietti2022.federated.UserStreams, batches of sparse
+    rows."""
 
     def next_batch(self) -> SparseBatch:
         t, m = self.task, self.m
@@ -132,7 +133,8 @@ class SparseUserStreams(UserStreams):
         th_rows = np.full((len(users), U), spare, dtype=np.int64)
         for j, i in enumerate(users):
             th_rows[j, : len(cols[j])] = t.vocab_offsets[i] + cols[j]
-        Y = t.Y.index_select(0, torch.as_tensor(rows, device=t.device)).reshape(len(users), m, t.Y.shape[1])  # L may be 0
+        # L may be 0
+        Y = t.Y.index_select(0, torch.as_tensor(rows, device=t.device)).reshape(len(users), m, t.Y.shape[1])
         dev = t.device
         return SparseBatch(torch.as_tensor(users, device=dev), torch.as_tensor(words.astype(np.int64), device=dev), X,
                            X_loc.reshape(len(users), m, U), torch.as_tensor(th_rows, device=dev), Y,
@@ -178,7 +180,8 @@ class SparseState:
 
     def global_rows(self, rows: torch.Tensor | None = None) -> torch.Tensor:
         """W on the given word rows (all when None), as (rows, G, K)."""
-        S, Xi = (self.S, self.xi_sum) if rows is None else (self.S.index_select(0, rows), self.xi_sum.index_select(0, rows))
+        S, Xi = ((self.S, self.xi_sum) if rows is None
+                 else (self.S.index_select(0, rows), self.xi_sum.index_select(0, rows)))
         return torch.addcmul(S, Xi[:, None, :], self.noise_coef[None, :, None], value=-1.0)
 
     def weights(self) -> torch.Tensor:

@@ -15,7 +15,8 @@ TRAINING = dict(table="dpfl.papers.kato2024.table:curves", plot="dpfl.papers.kat
                 has_compat=True, layout="dpfl.papers.kato2024.layout:TrainingLayout",
                 cell="dpfl.papers.kato2024.cell:run_cell", schema="training_figure")
 #: Figs 11-12: the private weighting protocol's phase times (spec §6-§7)
-PROTOCOL = dict(table="dpfl.papers.kato2024.protocol:table", markdown="dpfl.papers.kato2024.protocol_plot:phase_markdown",
+PROTOCOL = dict(table="dpfl.papers.kato2024.protocol:table",
+                markdown="dpfl.papers.kato2024.protocol_plot:phase_markdown",
                 kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.protocol:ProtocolLayout",
                 cell="dpfl.papers.kato2024.protocol:run_cell")
 

@@ -30,7 +30,6 @@ is a §10 difference, so there is no `compat` switch here):
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 
 import numpy as np
@@ -347,7 +346,8 @@ def parse_instance(instance: str) -> dict:
         raise ValueError(f"allocation instance {instance!r} is not <distribution>-U<users>-S<silos>-seed<k> with "
                          f"distribution one of {', '.join(RECORD_KINDS)} (e.g. zipf-U1000-S5-seed0)")
     d = m.groupdict()
-    out = {"distribution": d["distribution"], "users": int(d["users"]), "silos": int(d["silos"]), "seed": int(d["seed"])}
+    out = {"distribution": d["distribution"], "users": int(d["users"]), "silos": int(d["silos"]),
+           "seed": int(d["seed"])}
     if out["users"] < 1 or out["silos"] < 1:
         raise ValueError(f"allocation instance {instance!r}: U and S must be ≥ 1")
     return out
@@ -396,7 +396,8 @@ def build_records(arrays: dict, params: dict, log=print) -> dict:
         alloc = allocate(params["distribution"], n_users=params["users"], rng=rng, labels=labels[split["train"]],
                          n_silos=params["silos"], **{k: params[k] for k in keys if k in params})
     log(f"{params['dataset']} seed {params['seed']}: {len(split['train'])} training records to {params['users']} users "
-        f"and {params['silos']} silos ({params['distribution']}), {int((~alloc['train_mask']).sum())} held out as local tests")
+        f"and {params['silos']} silos ({params['distribution']}), {int((~alloc['train_mask']).sum())} held out "
+        f"as local tests")
     return {"record": split["train"], "test": split["test"], "mean": split["mean"], "scale": split["scale"], **alloc}
 
 

@@ -7,7 +7,8 @@ import numpy as np
 
 from dpfl.plotting import PALETTE
 
-SUMMARY_TEXT = {"mean_largest_silo_share": "mean largest-silo share {:.3f}", "cv_of_totals": "CV of per-user totals {:.3f}"}
+SUMMARY_TEXT = {"mean_largest_silo_share": "mean largest-silo share {:.3f}",
+                "cv_of_totals": "CV of per-user totals {:.3f}"}
 
 
 def bars(df, spec, meta):
@@ -25,7 +26,8 @@ def bars(df, spec, meta):
         bottom = np.zeros(len(users))
         for s in silos:
             seg = rec[rec["silo"] == s].set_index("x")["y"].reindex(users, fill_value=0.0).to_numpy(float)
-            bar = ax.bar(users, seg, bottom=bottom, width=0.85, color=PALETTE[s % len(PALETTE)], lw=0, label=f"silo {s}")
+            bar = ax.bar(users, seg, bottom=bottom, width=0.85, color=PALETTE[s % len(PALETTE)], lw=0,
+                         label=f"silo {s}")
             handles.setdefault(f"silo {s}", bar)
             bottom += seg
         stats = [SUMMARY_TEXT[q].format(float(r["y"])) for q in SUMMARY_TEXT

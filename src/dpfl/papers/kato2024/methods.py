@@ -185,8 +185,8 @@ def epsilon_curves(method: UldpMethod, rounds: int, sigma: float, delta: float, 
         for n in silo_records:
             acc = method.accounting(rounds=1, n_records=int(n), batch=batch, epochs=epochs, delta=delta)
             parts.append((acc.mechanism, acc.steps))
-        nominal = group_epsilon_curve(parts, sigma, rounds, group_k, delta, orders=group_orders, parallel=group_parallel,
-                                      conversion=group_conversion, every=5)
+        nominal = group_epsilon_curve(parts, sigma, rounds, group_k, delta, orders=group_orders,
+                                      parallel=group_parallel, conversion=group_conversion, every=5)
         k_up = 1 << max(0, int(group_k - 1).bit_length())
         certified = group_epsilon_curve(parts, sigma, rounds, k_up, delta)
         return np.asarray(nominal, float), np.asarray(certified, float)

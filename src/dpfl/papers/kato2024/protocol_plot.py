@@ -94,12 +94,12 @@ def phase_markdown(df, spec) -> str:
     largest relative difference between the decrypted and the plaintext aggregate, and the run's ε."""
     ph = df[df["quantity"] == "phase_seconds"]
     first = df.iloc[0]
-    lines = [f"Seconds per run (mean ± std over runs, and over silos for local training; 'per round' where the phase runs every "
-             f"round), {int(first['threads'])} thread of {first['cpu']}, Paillier {int(first['key_bits'])}-bit. "
-             f"Each run's ULDP-AVG-w has ε = {float(first['eps']):.4g} nominal, {float(first['eps_certified']):.4g} "
-             f"certified (δ from the figure's params).", "",
-             "| setting | phase | fast | reference | speed-up | per round (fast / reference) | full-size exponentiations "
-             "per silo and run (fast / reference) | decrypted vs plaintext |",
+    lines = [f"Seconds per run (mean ± std over runs, and over silos for local training; 'per round' where the phase "
+             f"runs every round), {int(first['threads'])} thread of {first['cpu']}, Paillier "
+             f"{int(first['key_bits'])}-bit. Each run's ULDP-AVG-w has ε = {float(first['eps']):.4g} nominal, "
+             f"{float(first['eps_certified']):.4g} certified (δ from the figure's params).", "",
+             "| setting | phase | fast | reference | speed-up | per round (fast / reference) | "
+             "full-size exponentiations per silo and run (fast / reference) | decrypted vs plaintext |",
              "|---|---|---|---|---|---|---|---|"]
     seen = ph.drop_duplicates(subset=["panel", "phase", "implementation"])  # Fig 12: a setting of both sweeps once
     for setting, g in seen.groupby("panel", sort=False):

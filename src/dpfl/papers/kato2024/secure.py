@@ -224,8 +224,8 @@ class Server:
         self.n_silos, self.L, self.record_bound = n_silos, lcm_bound(record_bound), record_bound
         n = self.public.n
         if (self.L * 10 ** 12).bit_length() >= n.bit_length() - 2:
-            raise ValueError(f"a {bits}-bit modulus cannot hold L = lcm(1..{record_bound}) ({self.L.bit_length()} bits) "
-                             f"times the encoded values; use a larger modulus or a smaller record bound")
+            raise ValueError(f"a {bits}-bit modulus cannot hold L = lcm(1..{record_bound}) ({self.L.bit_length()} "
+                             f"bits) times the encoded values; use a larger modulus or a smaller record bound")
 
     def inverse_weights(self, histograms: dict[int, Sequence[int]]) -> list[int | None]:
         """Enc(B_u⁻¹) per user from every silo's blinded histogram (None for a user with no records anywhere).
@@ -299,7 +299,7 @@ class Silo:
         default keeps c_u for as long as Enc(B_u⁻¹) and n_{s,u} stay the same (every round of ULDP-AVG-w; -ws
         redraws them), and raises c_u or c_u⁻¹ (one inversion per user, when some coordinate is negative) to
         |⌊Δ/P⌉|, one multi-exponentiation per coordinate across the users (`multi_exp`)."""
-        n, n2 = self.public.n, self.public.nsquare
+        n2 = self.public.nsquare
         dim = clipped.shape[1]
         if reference:
             return self._reference_message(counts, clipped, noise, enc_inverse, round_, precision,
@@ -385,9 +385,9 @@ def secure_round(theta, fed, fm, hyper, *, noise_std: float, batch: int, gen, se
     each message_s = Σ_u (n_{s,u}/n_u)·clip_C(Δ_{s,u}) + N(0, (σC/√S)²) computed by silo s and decrypted only in
     sum. `hyper`: ULDP-AVG's typed block (dpfl.papers.kato2024.methods.PrivateLocalHyper: η_g, η_l, Q, C);
     `noise_std`: the std σC of the noise on the round's sum (the method's `round_noise_std`), each silo adding its
-    1/√S share. `fed`: the run's (silo, user) pairs (dpfl.papers.kato2024.uldp.Federation, one run); `sampled` (U,) bool:
-    the users of this round (-ws: unsampled users count as absent, their histogram entries are zeros); `optimizer`:
-    the users' local optimizer (sgd, or adam: the published code's secure path, K7).
+    1/√S share. `fed`: the run's (silo, user) pairs (dpfl.papers.kato2024.uldp.Federation, one run); `sampled` (U,)
+    bool: the users of this round (-ws: unsampled users count as absent, their histogram entries are zeros);
+    `optimizer`: the users' local optimizer (sgd, or adam: the published code's secure path, K7).
     `state`: a dict the caller keeps across the rounds of a run; the blinded histogram (spec §6 setup steps 4–6)
     runs only when the round's counts differ from the last (every round for -ws, once for -w).
     Appends wall-clock seconds to `times` (perf_counter): "blinded histogram", "local training" (one entry per silo:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 
-def stratified_split(labels: np.ndarray, test_size: float | int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def stratified_split(labels: np.ndarray, test_size: float | int,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(train, test) indices, sorted: per class, a random ⌈test share⌉ of its records goes to test (scikit-learn's
     StratifiedShuffleSplit sizes: n_test = ⌈test_size·n⌉ in total, split over classes by their shares)."""
     labels = np.asarray(labels)

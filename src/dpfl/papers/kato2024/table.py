@@ -28,7 +28,8 @@ def fig2(params: dict, log) -> pd.DataFrame:
     rdp_std = record_rdp(np.asarray(STANDARD_ORDERS))
     for k in params["k_normal"]:
         r = group_epsilon_dp(rdp_std, k, delta)
-        log(f"normal DP conversion k = {k}: ε = {r['epsilon']:.6g} (ln δ' = {r.get('log_delta_prime', np.log(delta)):.6g}, "
+        log(f"normal DP conversion k = {k}: ε = {r['epsilon']:.6g} "
+            f"(ln δ' = {r.get('log_delta_prime', np.log(delta)):.6g}, "
             f"{r['iterations']} bisection steps{'' if r['converged'] else ', NOT converged'})")
         rows.append({"curve": "normal DP conversion", "conversion": "normal", "x": k, "y": r["epsilon"], "k": k,
                      "k_effective": r["k_effective"], "log_delta_prime": r.get("log_delta_prime", np.log(delta)),
@@ -47,8 +48,8 @@ def curves(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
     """The tidy table of a training figure (Figs 4, 6-10): per (panel, curve, quantity) the mean over seeds after
     every round (x = round; failed runs leave the mean from their first NaN round on, `seeds` says how many are
     left), ±1 std (y_lo, y_hi) and the standard error; plus, per (panel, curve, quantity), one `window: final` row
-    (the last round) and one `window: early` row (the mean over the first half of the rounds), spec §8. Utility is higher-is-better; `loss` names
-    the test-loss column the paper plots (mean, or the per-batch sum under K2)."""
+    (the last round) and one `window: early` row (the mean over the first half of the rounds), spec §8. Utility is
+    higher-is-better; `loss` names the test-loss column the paper plots (mean, or the per-batch sum under K2)."""
     runs = pd.concat(tables, ignore_index=True).rename(columns={"label": "curve"})
     T = int(runs["round"].max())
     meta_cols = ["panel", "method", "curve", "q", "users", "silos", "distribution"]
@@ -111,8 +112,8 @@ def _noniid_gaps(df: pd.DataFrame, loss: str) -> pd.DataFrame:
             continue
         iid, noniid = by.loc["zipf-iid"], by.loc["zipf-noniid"]
         rows.append({"panel": f"{iid['panel']}→{noniid['panel']}", "method": method,
-                     "curve": f"final-loss gap non-iid − iid, {iid['curve']}, U = {users}", "q": iid["q"], "users": users,
-                     "silos": silos, "distribution": "zipf-noniid − zipf-iid", "quantity": "noniid_gap",
+                     "curve": f"final-loss gap non-iid − iid, {iid['curve']}, U = {users}", "q": iid["q"],
+                     "users": users, "silos": silos, "distribution": "zipf-noniid − zipf-iid", "quantity": "noniid_gap",
                      "window": "by_users", "x": int(silos), "y": float(noniid["y"] - iid["y"]),
                      "se": float(np.hypot(iid["se"], noniid["se"])), "seeds": int(min(iid["seeds"], noniid["seeds"])),
                      "metric": iid["metric"]})
@@ -131,8 +132,8 @@ def _weighting_gaps(df: pd.DataFrame, loss: str) -> pd.DataFrame:
             continue
         gap = float(by.loc["uldp_avg", "y"] - by.loc["uldp_avg_w", "y"])
         first = by.loc["uldp_avg"]
-        rows.append({"panel": panel, "method": "gap", "curve": f"final-loss gap AVG − AVG-w, {first['distribution']}", "q": 1.0,
-                     "users": first["users"], "silos": first["silos"], "distribution": first["distribution"],
+        rows.append({"panel": panel, "method": "gap", "curve": f"final-loss gap AVG − AVG-w, {first['distribution']}",
+                     "q": 1.0, "users": first["users"], "silos": first["silos"], "distribution": first["distribution"],
                      "quantity": "loss_gap", "window": "by_silos", "x": int(first["silos"]), "y": gap,
                      "abs_gap": abs(gap), "se": float(np.hypot(by.loc["uldp_avg", "se"], by.loc["uldp_avg_w", "se"])),
                      "seeds": int(min(by.loc["uldp_avg", "seeds"], by.loc["uldp_avg_w", "seeds"])),

@@ -132,7 +132,8 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
         steps = step_grid(p, method, M, K)
         clip_values = clips if clips is not None else np.array([np.nan])
         # configs: ε (outer) × step × clip (inner)
-        E, S_, C_ = np.meshgrid(np.arange(len(eps_grid)), np.arange(len(steps)), np.arange(len(clip_values)), indexing="ij")
+        E, S_, C_ = np.meshgrid(np.arange(len(eps_grid)), np.arange(len(steps)), np.arange(len(clip_values)),
+                                indexing="ij")
         E, S_, C_ = E.ravel(), S_.ravel(), C_.ravel()
         eta = steps[S_]
         if clips is not None:

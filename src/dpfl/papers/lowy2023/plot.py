@@ -75,7 +75,8 @@ def diagnostics_markdown(df, spec) -> str:
     """The privacy diagnostics of spec §4: for each ε, the paper-formula noise multiplier, the one an
     exact accountant calibrates to ε, and the ε the accountant certifies for the noise actually used."""
     lines = ["Privacy diagnostics (per ε; multipliers z = noise std / replace-one sensitivity 2L; smallest silo):", "",
-             "| panel | algorithm | nominal ε | z (paper formula) | z (accountant, calibrated to ε) | certified ε of the paper-formula noise | certified ε of the noise used |",
+             "| panel | algorithm | nominal ε | z (paper formula) | z (accountant, calibrated to ε) | "
+             "certified ε of the paper-formula noise | certified ε of the noise used |",
              "|---|---|---|---|---|---|---|"]
     methods = _methods(df)
     noisy = df[df["algorithm"].map(lambda a: methods[a][2])].sort_values(["panel", "algorithm", "x"])

@@ -29,10 +29,12 @@ def aggregate(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
                 "panel": panel, "curve": v["label"].iloc[0], "algorithm": algorithm, "x": eps, "y": mean,
                 "y_lo": mean - half, "y_hi": mean + half,
                 "se": float(vals.std(ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else 0.0,
-                "trials": len(vals), "n_silos": int(v["n_silos"].iloc[0]), "silos_per_round": int(v["silos_per_round"].iloc[0]),
-                "K": int(v["K"].iloc[0]), "upsilon2": float(v["upsilon2"].mean(skipna=False)),  # n/a if any trial's optimum is not certified
+                "trials": len(vals), "n_silos": int(v["n_silos"].iloc[0]),
+                "silos_per_round": int(v["silos_per_round"].iloc[0]), "K": int(v["K"].iloc[0]),
+                "upsilon2": float(v["upsilon2"].mean(skipna=False)),  # n/a if any trial's optimum is not certified
                 "eps_certified": float(v["eps_certified"].max()) if v["eps_certified"].notna().any() else np.nan,
-                "eps_certified_paper_noise": float(v["eps_certified_paper_noise"].max()) if v["eps_certified_paper_noise"].notna().any() else np.nan,
+                "eps_certified_paper_noise": (float(v["eps_certified_paper_noise"].max())
+                                              if v["eps_certified_paper_noise"].notna().any() else np.nan),
                 "z_used": float(v["z_used"].min()), "z_paper": float(v["z_paper"].min()),
                 "z_accountant": float(v["z_accountant"].min()),
                 "step_median": float(v["step"].median()), "diverged_reps": int(v["diverged_reps"].sum()),
