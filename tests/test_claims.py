@@ -695,15 +695,91 @@ def test_evaluate_lists_all_claims(ab):
     assert evaluate(ab, [], "real") == []
 
 
-def test_evaluate_raises_on_bad_selectors(ab):
-    with pytest.raises(ClaimSpecError):
+def test_evaluate_raises_on_a_missing_column_naming_the_claim(ab):
+    """A selector column the table does not have is not "no rows" (the table lacks the column, whatever the
+    settings): the claims job stops, naming the claim and the check."""
+    with pytest.raises(ClaimSpecError, match=r"claim C-X1, check 1 \(compare\): selector column 'method'"):
         evaluate(ab, [claim(PASSING), claim({**PASSING, "left": {"method": "A"}})], "real")
-    with pytest.raises(ClaimSpecError):
-        evaluate(ab, [claim({**PASSING, "left": {"curve": "does not exist"}})], "standin")
-    with pytest.raises(ClaimSpecError):
-        evaluate_claim(ab, claim({"kind": "monotone", "direction": "increasing", "select": {"curve": "Z"}}), "real")
-    with pytest.raises(ClaimSpecError):
-        evaluate_claim(ab, claim({"kind": "bounds", "lower": 0, "where_x": {"gt": 99}}), "real")
+
+
+@pytest.mark.parametrize("check, sentence", [
+    ({**PASSING, "left": {"curve": "does not exist"}},
+     "left (curve = does not exist) selects no rows of this table: no row has curve = does not exist"),
+    ({"kind": "monotone", "direction": "increasing", "select": {"curve": "Z"}},
+     "select (curve = Z) selects no rows of this table: no row has curve = Z"),
+    ({"kind": "bounds", "lower": 0, "where_x": {"gt": 99}},
+     "select (every row) selects no rows of this table where x > 99 (its x without that: 1, 2, 3, 4, 5)"),
+    ({"kind": "order", "by": "curve", "values": ["A", "C"], "op": "<"},
+     "select (curve = C) selects no rows of this table: no row has curve = C"),
+    ({"kind": "near", "select": {"curve": "A"}, "x": 33, "target": 1, "rel_tol": 0.1},
+     "select (curve = A) has no row at x = 33 (its x: 1, 2, 3, 4, 5)"),
+    ({"kind": "ratio", "numerator": {"curve": "A"}, "denominator": {"curve": ["Z", "Y"]}, "max": 2},
+     "denominator (curve = Z/Y) selects no rows of this table: no row has curve = Y/Z"),
+    ({"kind": "crossing", "first": {"curve": "A", "panel": "b"}, "second": {"curve": "B"}},
+     "first (curve = A, panel = b) selects no rows of this table: no row has panel = b"),
+])
+def test_a_selection_without_rows_makes_the_claim_inconclusive(ab, check, sentence):
+    """Issue 24 item 2: no rows selected (e.g. a σ edited out of the grid) is not a crash but an inconclusive
+    claim whose reason names the claim, the check, the selection and the values the table holds."""
+    for source in ("real", "standin"):
+        out = evaluate_claim(ab, claim(check), source)
+        assert out["verdict_on_data"] == "inconclusive" and out["no_rows"] is True
+        assert out["verdict"] == ("stand-in" if source == "standin" else "inconclusive")
+        (c,) = out["checks"]
+        assert c["verdict"] == "inconclusive" and "no_rows" in c["numbers"]
+        assert c["reason"].startswith(f"claim C-X1, check 1 ({check['kind']}): "), c["reason"]
+        assert sentence in c["reason"], c["reason"]
+        if "curve" in str(check):
+            assert "the table has curve A, B" in c["reason"], c["reason"]
+        assert sentence in out["reason"] and "C-X1" in out["reason"]
+    assert claims.cause_of(out, data_source="real", scale="quick", reductions={})[0] == "no-rows"
+
+
+def test_no_rows_reason_lists_the_values_of_every_selected_column():
+    """bietti2022 Fig 1a with σ 100 edited to 50: C-B1a-3 selects σ = 100."""
+    rows = []
+    for sigma in (0.0, 10.0, 50.0):
+        for level in ("0", "0.3", "inf"):
+            rows += curves({f"a = {level}": (X, X)}, sigma=sigma, level=level, quantity="excess_risk",
+                           window="final")
+    df = tidy(rows)
+    c = {"id": "C-B1a-3", "claim": "with larger noise, local-only dominates", "checks": [
+        {"kind": "compare", "select": {"quantity": "excess_risk", "window": "final", "sigma": 100},
+         "left": {"level": 0}, "right": {"level": [0.3, 1, 3, "inf"]}, "op": "<"}]}
+    out = evaluate_claim(df, c, "synthetic")
+    assert out["verdict"] == "inconclusive"
+    assert out["reason"] == (
+        "inconclusive: claim C-B1a-3, check 1 (compare): left (quantity = excess_risk, window = final, sigma = 100, "
+        "level = 0) selects no rows of this table: no row has sigma = 100; the table has quantity excess_risk; window "
+        "final; sigma 0, 10, 50; level 0, 0.3, inf")
+    numbers = out["checks"][0]["numbers"]["no_rows"]
+    assert numbers["absent"] == {"sigma": [100]} and numbers["table_values"]["sigma"] == [0.0, 10.0, 50.0]
+
+
+def test_no_rows_in_one_check_keeps_the_others_verdicts(ab):
+    """A claim whose other check fails stays failed (the worst verdict); the unchecked one is named in the reason."""
+    missing = {**PASSING, "left": {"curve": "Z"}}
+    out = evaluate_claim(ab, claim(FAILING, missing), "real")
+    assert out["verdict"] == "fail" and [c["verdict"] for c in out["checks"]] == ["fail", "inconclusive"]
+    assert "check 2 (compare): left (curve = Z) selects no rows" in out["reason"]
+    assert claims.cause_of(out, data_source="real", scale="quick", reductions={})[0] == "not-reproduced"
+    out = evaluate_claim(ab, claim(PASSING, missing), "real")
+    assert out["verdict"] == "inconclusive" and out["checks"][0]["verdict"] == "pass"
+
+
+def test_unpaired_selections_are_inconclusive_naming_both_sides():
+    disjoint = tidy(curves({"A": (X, X), "B": (X + 0.5, X)}))
+    out = evaluate_claim(disjoint, claim(PASSING), "real")
+    assert out["verdict"] == "inconclusive"
+    assert ("left (curve = A) and right (curve = B) share no x to compare (left has x 1, 2, 3, 4, 5; right has x "
+            "1.5, 2.5, 3.5, 4.5, 5.5)") in out["reason"]
+
+
+def test_the_check_functions_still_raise_on_no_rows(ab):
+    """The check kinds raise NoRowsError (a ClaimSpecError); evaluate_claim turns it into the verdict."""
+    with pytest.raises(claims.NoRowsError) as info:
+        run(ab, {**PASSING, "left": {"curve": "Z"}})
+    assert info.value.selections == {"left": {"curve": "Z"}}
 
 
 def test_unknown_check_kind_raises(ab):

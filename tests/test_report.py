@@ -20,7 +20,8 @@ import pytest
 from dpfl import paths
 from dpfl.claims import scale_reductions
 from dpfl.stages.claims import run_claims, run_paper_claims
-from dpfl.stages.report import build_report
+from dpfl.io import config_hash
+from dpfl.stages.report import build_report, refresh_report
 
 # a valid 2×2 PNG (browsers must be able to decode it)
 PNG = base64.b64decode(
@@ -47,7 +48,7 @@ def table(figure: str, a: list[float], b: list[float]) -> pd.DataFrame:
 
 
 def write_figure(root: Path, figure: str, mode: str, df: pd.DataFrame, claims: list, *, data_source="real",
-                 scale="quick", params=None, paper_params=None, other=()) -> dict:
+                 scale="quick", params=None, paper_params=None, other=(), log=None) -> dict:
     """The files the figure stages write, then the claims stage on them (real reasons and causes)."""
     d = root / paths.figure_dir(PAPER, figure, mode)
     d.mkdir(parents=True, exist_ok=True)
@@ -67,7 +68,7 @@ def write_figure(root: Path, figure: str, mode: str, df: pd.DataFrame, claims: l
     (d / f"{figure}.md").write_text(f"**{figure}**\n\n| ε | z |\n|---|---|\n| 1 | 0.5 |\n")
     context = {"x_name": "ε", "difference": "D1: the authors' code"}
     run_claims(PAPER, figure, claims, str(d / f"{figure}.csv"), str(d / f"{figure}.json"), str(d / "claims.json"),
-               None, context, list(other))
+               log, context, list(other))
     return {"paper": PAPER, "figure": figure, "mode": mode, "dir": paths.figure_dir(PAPER, figure, mode),
             "why": "D1: the authors' code"}
 
@@ -222,6 +223,156 @@ def test_standalone_copy_inlines_every_file(built, tmp_path):
     files = [h for h in p.links if not h.startswith("#")]
     assert files and all(h.startswith(("data:application/pdf;base64,", "data:text/csv;base64,")) for h in files), files
     assert len(p.rows) == 5 and all(c["reason"] for r in p.rows for c in r["cells"])
+
+
+# --------------------------------------------------------------------------------------------------
+# issue 24 item 2: no rows selected is a verdict; a failed or missing claims file never shows old verdicts
+# --------------------------------------------------------------------------------------------------
+
+MISSING_VALUE = {"id": "C-D5", "claim": "A beats C", "checks": [
+    {"kind": "compare", "left": {"algorithm": "a"}, "right": {"algorithm": "c"}, "op": "<"}]}
+MISSING_COLUMN = {"id": "C-D6", "claim": "A beats B by method", "checks": [
+    {"kind": "compare", "left": {"method": "a"}, "right": {"algorithm": "b"}, "op": "<"}]}
+
+
+def test_a_claim_selecting_a_missing_value_is_inconclusive_and_the_stage_runs_to_the_end(tmp_path):
+    write_figure(tmp_path, "fig1", "none", table("fig1", [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]),
+                 [MISSING_VALUE, *CLAIMS])
+    d = tmp_path / paths.figure_dir(PAPER, "fig1")
+    out = json.loads((d / "claims.json").read_text())
+    c = {x["id"]: x for x in out["claims"]}
+    assert [x["id"] for x in out["claims"]] == ["C-D5", "C-D1", "C-D2"]  # every claim written
+    assert c["C-D5"]["verdict"] == "inconclusive" and c["C-D5"]["cause"] == "no-rows"
+    assert c["C-D5"]["reason"] == ("inconclusive: claim C-D5, check 1 (compare): right (algorithm = c) selects no rows "
+                                   "of this table: no row has algorithm = c; the table has algorithm a, b")
+    assert c["C-D1"]["verdict"] == "pass" and c["C-D2"]["verdict"] == "pass"  # the others unchanged
+    assert out["inputs"]["claims_hash"] == config_hash([MISSING_VALUE, *CLAIMS])
+    assert set(out["inputs"]["table_sha256"]) == {"fig1"}
+    # the report shows the claim with its reason, and the cause among the summary's causes
+    fig = {"paper": PAPER, "figure": "fig1", "mode": "none", "dir": paths.figure_dir(PAPER, "fig1")}
+    build_report([fig], {"scale": "quick"}, str(tmp_path / paths.REPORT_HTML), None, root=tmp_path)
+    text = html.unescape((tmp_path / paths.REPORT_HTML).read_text())
+    assert "no row has algorithm = c; the table has algorithm a, b" in text and "no-rows" in text
+
+
+def test_a_claim_on_a_missing_column_stops_the_job_naming_the_claim_in_its_log(tmp_path):
+    log = tmp_path / "claims.log"
+    with pytest.raises(ValueError, match=r"claim C-D6, check 1 \(compare\): selector column 'method'"):
+        write_figure(tmp_path, "fig1", "none", table("fig1", [0.5] * 4, [0.6] * 4), [MISSING_COLUMN], log=str(log))
+    assert "demo2024/fig1 not evaluated: ClaimSpecError: claim C-D6, check 1 (compare)" in log.read_text()
+    assert not (tmp_path / paths.figure_dir(PAPER, "fig1") / "claims.json").exists()
+
+
+def _copy(built: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    shutil.copytree(built, root)
+    return root
+
+
+FIGS = [{"paper": PAPER, "figure": f, "mode": m, "dir": paths.figure_dir(PAPER, f, m), "why": "D1: the authors' code"}
+        for f, m in (("fig1", "none"), ("fig1", "authors-code"), ("fig2", "none"))]
+CROSS_ENTRY = [{"paper": PAPER, "id": "C-D4", "mode": "none", "figures": ["fig1", "fig2"],
+                "path": f"results/{PAPER}/claims-C-D4.json",
+                "tables": {f: paths.figure_dir(PAPER, f) + f"{f}.csv" for f in ("fig1", "fig2")}}]
+
+
+def _report(root: Path, figures=FIGS, cross=CROSS_ENTRY) -> str:
+    build_report(figures, {"scale": "quick"}, str(root / paths.REPORT_HTML), None, root=root, paper_claims=cross,
+                 standalone_html=str(root / "results/report/report-standalone.html"))
+    return html.unescape((root / paths.REPORT_HTML).read_text())
+
+
+def test_a_claims_file_deleted_by_a_failed_job_shows_as_missing_with_its_error(built, tmp_path):
+    """Snakemake deletes a failed job's outputs: the report shows fig2's claims as missing, with the error the job
+    logged, and none of fig2's earlier verdicts."""
+    root = _copy(built, tmp_path)
+    d = root / paths.figure_dir(PAPER, "fig2")
+    log_dir = root / paths.figure_logs(PAPER, "fig2")
+    (d / "claims.json").unlink()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / "claims.log").write_text("12:00:00 demo2024/fig2:claims: claims of demo2024/fig2 not evaluated: "
+                                        "ClaimSpecError: claim C-D6, check 1 (compare): selector column 'method' is "
+                                        "not in the table\n")
+    text = _report(root)
+    why = ("no claims file: the claims job failed: ClaimSpecError: claim C-D6, check 1 (compare): selector column "
+           "'method' is not in the table (log: results/logs/demo2024/fig2/claims.log)")
+    assert why in text and 'id="problems"' in text
+    p = parse(root / paths.REPORT_HTML)
+    assert [r["id"] for r in p.rows] == ["C-D1", "C-D2", "C-D4"]  # fig1's two rows and the cross claim; none of fig2
+    assert "C-D1: inconclusive" not in text  # fig2's earlier verdict
+    assert "claims missing" in text
+    # a claims file that was never written (no log): the job failed or has not run
+    (log_dir / "claims.log").unlink()
+    assert "no claims file: the claims job failed or has not run (log: results/logs/demo2024/fig2/claims.log)" \
+        in _report(root)
+
+
+def test_a_claims_file_older_than_its_table_or_claims_is_out_of_date(built, tmp_path):
+    root = _copy(built, tmp_path)
+    csv = root / paths.figure_dir(PAPER, "fig1") / "fig1.csv"
+    table("fig1", [0.1, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]).to_csv(csv, index=False)  # the table changed
+    text = _report(root)
+    assert "the claims file was computed from an earlier fig1 table and its verdicts are not shown" in text
+    p = parse(root / paths.REPORT_HTML)
+    fig1 = p.rows[:2]
+    # the default variant's cells say why; the authors-code variant (its own table) keeps its verdicts
+    assert all("missing" in r["cells"][0]["classes"] and "earlier fig1 table" in r["cells"][0]["reason"] for r in fig1)
+    assert "pass" in fig1[0]["cells"][1]["classes"]
+    assert "claims stale" in text
+    # the claim over fig1 and fig2 read the old fig1 table too
+    assert not [r for r in p.rows if r["id"] == "C-D4"]
+    assert re.search(r"demo2024 C-D4 over fig1 \+ fig2</a>: <span class=\"cause-tag\">stale</span> the claims file was "
+                     r"computed from an earlier fig1 table", text)
+    # the claims configured now differ from those the file was computed for
+    root = _copy(built, tmp_path / "b")
+    figures = [{**f, "claims_hash": config_hash(CLAIMS[:1])} for f in FIGS]
+    text = _report(root, figures)
+    assert "computed for other claims than the configured ones" in text
+    figures = [{**f, "claims_hash": config_hash(CLAIMS)} for f in FIGS]
+    assert "computed for other claims" not in _report(root, figures)
+
+
+def test_a_figure_whose_files_are_missing_shows_as_not_built(built, tmp_path):
+    root = _copy(built, tmp_path)
+    (root / paths.figure_dir(PAPER, "fig2") / "fig2.png").unlink()
+    text = _report(root)
+    assert "figure not built (fig2.png missing" in text and "fig2 (not built)" in text
+    assert len(parse(root / paths.REPORT_HTML).images) == 2
+    standalone = html.unescape((root / "results/report/report-standalone.html").read_text())
+    assert "figure not built" in standalone
+
+
+def test_refresh_rebuilds_a_report_whose_inputs_changed_and_leaves_a_current_one(built, tmp_path):
+    """The end-of-run handlers (workflow/rules/report.smk): a run that failed in fig2's claims job rewrote fig2's
+    table and image and lost its claims file; the old page would show the new image beside the old verdicts."""
+    root = _copy(built, tmp_path)
+    html_path, standalone = root / paths.REPORT_HTML, root / "results/report/report-standalone.html"
+    assert refresh_report(FIGS, {"scale": "quick"}, str(html_path), str(standalone), CROSS_ENTRY, root=root) == ""
+    before = html_path.read_text()
+    d = root / paths.figure_dir(PAPER, "fig2")
+    table("fig2", [0.5, 0.4, 0.3, 0.2], [0.4, 0.3, 0.2, 0.1]).to_csv(d / "fig2.csv", index=False)
+    (d / "claims.json").unlink()
+    done = refresh_report(FIGS, {"scale": "quick"}, str(html_path), str(standalone), CROSS_ENTRY, root=root,
+                          failed=True, run_log=str(root / ".snakemake/log/run.log"))
+    assert done.startswith("report rebuilt") and html_path.read_text() != before
+    for page in (html_path, standalone):
+        text = html.unescape(page.read_text())
+        assert "The last run failed before it rebuilt this page (see .snakemake/log/run.log)" in text
+        assert "no claims file: the claims job failed or has not run" in text
+        assert "earlier fig2 table" in text  # the claim over fig1 and fig2
+    # no report yet: nothing to keep current
+    assert refresh_report(FIGS, {}, str(tmp_path / "none/index.html"), None, root=root) == ""
+
+
+def test_refresh_replaces_a_report_it_cannot_rebuild(built, tmp_path):
+    root = _copy(built, tmp_path)
+    html_path = root / paths.REPORT_HTML
+    sidecar = root / paths.figure_dir(PAPER, "fig2") / "fig2.json"
+    sidecar.write_text("{ not json")
+    done = refresh_report(FIGS, {"scale": "quick"}, str(html_path), None, CROSS_ENTRY, root=root, failed=True)
+    assert done.startswith("report replaced by an out-of-date notice")
+    text = html_path.read_text()
+    assert "out of date" in text and "C-D1" not in text
 
 
 BROWSERS = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]

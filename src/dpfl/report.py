@@ -7,7 +7,14 @@ table under the paper.
 
 It only reads what the figure stages wrote (sidecars, claims.json, Markdown captions, benchmark files), so it is
 cheap to rebuild. `standalone=True` inlines every image, PDF and CSV as a data: URI: one file that can be copied
-on its own (results/report/report-standalone.html). The stage runner that writes it is dpfl.stages.report."""
+on its own (results/report/report-standalone.html). The stage runner that writes it is dpfl.stages.report.
+
+It never shows verdicts that do not belong to the figure beside them. A claims file that is missing (its job failed:
+Snakemake deletes the outputs of a failed job; or it has not run) is shown as missing, with the error its job logged;
+one computed from another table or from other claims than the configured ones (its `inputs`, recorded by
+dpfl.stages.claims, against the table on disk and the `claims_hash` of the figure entry) is shown as out of date,
+without its verdicts. A figure whose files are missing is shown as not built. Both are listed at the top of the
+page (`problems`)."""
 
 from __future__ import annotations
 
@@ -23,9 +30,10 @@ import jinja2
 
 from dpfl import paths
 from dpfl.claims import CAUSES, rounded, summarize_check
+from dpfl.stages.claims import file_sha256
 
 VERDICT_ORDER = ["pass", "fail", "inconclusive", "stand-in"]
-CAUSE_ORDER = ["reduced-scale", "documented-difference", "stand-in", "not-reproduced"]
+CAUSE_ORDER = ["reduced-scale", "no-rows", "documented-difference", "stand-in", "not-reproduced"]
 MODE_LABEL = {"none": "paper's algorithm (compat: none)", "authors-code": "authors' code (compat: authors-code)"}
 MIME = {".png": "image/png", ".pdf": "application/pdf", ".csv": "text/csv"}
 
@@ -97,22 +105,71 @@ def file_link(report_dir: Path, standalone: bool):
     return link
 
 
+def _job_error(log: Path) -> str:
+    """The error a claims job wrote to its log (dpfl.stages.claims: "... not evaluated: <error>"), or ''."""
+    if not log.exists():
+        return ""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if " not evaluated: " in ln]
+    return lines[-1].split(" not evaluated: ", 1)[1].strip() if lines else ""
+
+
+def claims_problem(path: Path, tables: dict[str, Path], claims_hash: str | None, log: Path,
+                   root: Path) -> tuple[str, str, dict | None]:
+    """(state, why, content) of a claims file: ("current", "", data) when it belongs to the tables on disk and the
+    configured claims; ("missing", why, None) when there is none; ("stale", why, None) when its `inputs` name
+    another table or other claims. A file without `inputs` (written before they were recorded) counts as current."""
+    shown = os.path.relpath(log, root).replace(os.sep, "/")
+    if not path.exists():
+        error = _job_error(log)
+        why = (f"the claims job failed: {error}" if error else "the claims job failed or has not run")
+        return "missing", f"no claims file: {why} (log: {shown})", None
+    data = json.loads(path.read_text())
+    inputs = data.get("inputs") or {}
+    for figure, sha in (inputs.get("table_sha256") or {}).items():
+        table = tables.get(figure)
+        if table is not None and table.exists() and file_sha256(table) != sha:
+            why = (f"the claims file was computed from an earlier {figure} table and its verdicts are not shown: the "
+                   f"claims job failed or has not run since the table changed (log: {shown})")
+            return "stale", why, None
+    if claims_hash and inputs.get("claims_hash") not in (None, claims_hash):
+        return "stale", ("the claims file was computed for other claims than the configured ones and its verdicts are "
+                         f"not shown: the claims job failed or has not run since they changed (log: {shown})"), None
+    return "current", "", data
+
+
+#: what the page shows of a figure whose files are missing
+_NOT_BUILT = {"title": "(not built)", "caption": "", "data_source": "not built", "scale": "", "compute_seconds": "",
+              "plot_seconds": "", "inferred": [], "datasets": [], "config_hash": "", "versions": {}, "device": {}}
+
+
 def collect(figures: list[dict], root: Path) -> list[dict]:
-    """One entry per figure variant (paper, figure, mode) with its sidecar, claims, files and tables."""
+    """One entry per figure variant (paper, figure, mode) with its sidecar, claims, files and tables; `claims_state`
+    current / missing / stale (claims_problem) and `built` (its sidecar, image and table are there)."""
     entries = []
     for f in figures:
         d = root / f["dir"]
-        sidecar = json.loads((d / f"{f['figure']}.json").read_text())
-        claims_file = json.loads((d / "claims.json").read_text())
         log_dir = root / paths.figure_logs(f["paper"], f["figure"], f["mode"])
-        md = (d / f"{f['figure']}.md").read_text()
+        files = {ext: d / f"{f['figure']}.{ext}" for ext in ("png", "pdf", "csv", "json", "md")}
+        built = all(p.exists() for p in files.values())
+        state, problem, claims_file = claims_problem(d / "claims.json", {f["figure"]: files["csv"]},
+                                                     f.get("claims_hash"), log_dir / "claims.log", root)
+        if not built:
+            missing = ", ".join(p.name for p in files.values() if not p.exists())
+            problem = (f"figure not built ({missing} missing: its jobs failed or have not run; logs: "
+                       f"{os.path.relpath(log_dir, root)})" + (f"; {problem}" if problem else ""))
+            state, claims_file = "missing", None
+        md = files["md"].read_text() if built else ""
         entries.append({
             "why": "",
             **f,
-            "sidecar": sidecar,
-            "claims": _prepare_claims(claims_file["claims"]),
-            "reductions": claims_file.get("reductions", {}),
-            "files": {ext: d / f"{f['figure']}.{ext}" for ext in ("png", "pdf", "csv")},
+            "built": built,
+            "sidecar": (json.loads(files["json"].read_text()) if built
+                        else {**_NOT_BUILT, "title": f"{f['figure']} (not built)"}),
+            "claims": _prepare_claims(claims_file["claims"]) if claims_file else [],
+            "claims_state": state,
+            "claims_problem": problem,
+            "reductions": claims_file.get("reductions", {}) if claims_file else {},
+            "files": {ext: files[ext] for ext in ("png", "pdf", "csv")},
             "table_html": _markdown_table_to_html(md[md.find("\n|") + 1:]) if "\n|" in md else "",
             "benchmark": _benchmark(log_dir / "table.benchmark.tsv"),
         })
@@ -120,12 +177,18 @@ def collect(figures: list[dict], root: Path) -> list[dict]:
 
 
 def collect_paper_claims(paper_claims: list[dict], root: Path) -> list[dict]:
-    """Claims over several figures: one entry per (paper, claim id, mode) from results/<paper>/…claims-<id>.json."""
+    """Claims over several figures: one entry per (paper, claim id, mode) from results/<paper>/…claims-<id>.json
+    (`tables`: {figure: its table}, `claims_hash`: the configured claim's hash, both optional: what a current file
+    was computed from)."""
     out = []
     for p in paper_claims:
-        data = json.loads((root / p["path"]).read_text())
-        out.append({**p, "data_source": data["data_source"], "scale": data.get("scale", ""),
-                    "reductions": data.get("reductions", {}), "claims": _prepare_claims(data["claims"])})
+        log = root / paths.REPORT_LOGS / p["paper"] / f"{paths.MODE_SUBDIR[p['mode']]}claims-{p['id']}.log"
+        tables = {f: root / t for f, t in (p.get("tables") or {}).items()}
+        state, problem, data = claims_problem(root / p["path"], tables, p.get("claims_hash"), log, root)
+        data = data or {}
+        out.append({**p, "data_source": data.get("data_source", ""), "scale": data.get("scale", ""),
+                    "reductions": data.get("reductions", {}), "claims": _prepare_claims(data.get("claims", [])),
+                    "claims_state": state, "claims_problem": problem})
     return out
 
 
@@ -150,6 +213,9 @@ def group_variants(entries: list[dict], key: str) -> list[dict]:
     for g in groups.values():
         g["variants"].sort(key=lambda v: v["mode"] != "none")
         g["rows"] = _rows(g["variants"])
+        for row in g["rows"]:  # a variant without verdicts says why in its cell
+            row["cells"] = [c if c is not None or not v["claims_problem"] else {"problem": v["claims_problem"]}
+                            for c, v in zip(row["cells"], g["variants"])]
         g["why"] = next((v["why"] for v in g["variants"] if v.get("why")), "")
         g["anchor"] = f"{g['paper']}-{g[key]}-{g['variants'][0]['mode']}"
     return list(groups.values())
@@ -174,12 +240,19 @@ def _scale_note(entries: list[dict], paper_claims: list[dict], settings: dict) -
 
 
 def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path, bool]], root: Path = Path("."),
-                   paper_claims: list[dict] | None = None) -> tuple[list[str], Counter]:
+                   paper_claims: list[dict] | None = None, notice: str = "") -> tuple[list[str], Counter]:
     """The report pages (HTML), one per target (report folder, standalone?), and the count of claim verdicts, from
-    what the figure stages wrote (read once). `figures`: one dict per built variant (paper, figure, mode, dir[, why]);
-    `paper_claims`: one per built claim over several figures (paper, id, mode, figures, path)."""
+    what the figure stages wrote (read once). `figures`: one dict per built variant (paper, figure, mode, dir[, why,
+    claims_hash]); `paper_claims`: one per built claim over several figures (paper, id, mode, figures, path[, tables,
+    claims_hash]); `notice`: a line shown first (e.g. that the page was rebuilt after a failed run)."""
     entries = collect(figures, root)
     cross = collect_paper_claims(paper_claims or [], root)
+    problems = [{"what": f"{e['paper']} {e['figure']}" + (f" ({e['mode']})" if e["mode"] != "none" else ""),
+                 "anchor": f"{e['paper']}-{e['figure']}-{e['mode']}", "state": e["claims_state"],
+                 "text": e["claims_problem"]} for e in entries if e["claims_problem"]]
+    problems += [{"what": f"{c['paper']} {c['id']} over {' + '.join(c['figures'])}"
+                  + (f" ({c['mode']})" if c["mode"] != "none" else ""), "anchor": f"{c['paper']}-claims-{c['id']}",
+                  "state": c["claims_state"], "text": c["claims_problem"]} for c in cross if c["claims_problem"]]
     all_claims = [c for e in [*entries, *cross] for c in e["claims"]]
     verdicts = Counter(c["verdict"] for c in all_claims)
     causes = Counter(c["cause"] for c in all_claims if c.get("cause"))
@@ -196,8 +269,10 @@ def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path
         scale_note=_scale_note(entries, cross, settings),
         mode_label=MODE_LABEL,
         papers=sorted({e["paper"] for e in entries}),
-        versions=entries[0]["sidecar"]["versions"] if entries else {},
-        device=entries[0]["sidecar"]["device"] if entries else {},
+        versions=next((e["sidecar"]["versions"] for e in entries if e["built"]), {}),
+        device=next((e["sidecar"]["device"] for e in entries if e["built"]), {}),
+        problems=problems,
+        notice=notice,
     )
     pages = [template.render(**shared, standalone=standalone, link=file_link(report_dir, standalone))
              for report_dir, standalone in targets]

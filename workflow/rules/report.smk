@@ -1,21 +1,57 @@
 # The HTML report: every figure (both modes side by side where both are built), its claims with reasons and
 # causes, the claims over several figures (claims.smk), settings, inferred values, provenance and run times; and
 # report-standalone.html, the same page with images, PDFs and CSVs inlined, to copy on its own.
+#
+# The page links the figures' files but holds the verdicts, so a run that ends without rebuilding it (a failed job
+# stops the run first; Snakemake deletes a failed claims job's claims.json) would leave it showing new figures beside
+# old verdicts. The onsuccess / onerror handlers below rebuild an existing page whose inputs changed or disappeared
+# (dpfl.stages.report.refresh_report): a missing claims file is then shown as such, with its job's error, and one
+# older than its table or its claims (each claims file records the table's SHA-256 and the claims' hash) as out of
+# date, never with its verdicts.
+from dpfl.io import config_hash  # noqa: E402
+
 REPORT_STANDALONE_HTML = os.path.join(os.path.dirname(REPORT_HTML), "report-standalone.html")
 
 
 def _report_figures():
-    """Every built figure variant, with the documented difference its authors-code variant implements."""
+    """Every built figure variant, with the documented difference its authors-code variant implements and the hash of
+    its configured claims (a claims file computed for others is out of date)."""
     return [
         {"paper": p, "figure": f, "mode": m, "dir": figure_dir(p, f, m),
-         "why": CFG.figure(p, f).get("authors_code", {}).get("why", "")}
+         "why": CFG.figure(p, f).get("authors_code", {}).get("why", ""),
+         "claims_hash": config_hash(CFG.figure(p, f).get("claims", []))}
         for p, f, m in selected_variants()
     ]
 
 
 def _report_paper_claims():
-    return [{"paper": p, "id": c["id"], "mode": m, "figures": list(c["figures"]), "path": paper_claims_json(p, c["id"], m)}
+    """Every claim over several figures that is built, with the tables it reads and the hash of the claim."""
+    return [{"paper": p, "id": c["id"], "mode": m, "figures": list(c["figures"]), "path": paper_claims_json(p, c["id"], m),
+             "tables": {f: figure_dir(p, f, _figure_mode(p, f, m)) + f"{f}.csv" for f in c["figures"]},
+             "claims_hash": config_hash(c)}
             for p, c, m in selected_paper_claims()]
+
+
+def _refresh_report(log, failed):
+    """Keep an existing report from going stale at the end of a run that did not rebuild it (see above)."""
+    from dpfl.stages.report import refresh_report
+
+    try:
+        done = refresh_report(_report_figures(), {**CFG.globals, "data_mirror_resolved": CFG.data_mirror(),
+                                                  "config_sources": CFG.sources},
+                              REPORT_HTML, REPORT_STANDALONE_HTML, _report_paper_claims(), failed=failed, run_log=log)
+    except Exception as exc:  # a handler must not hide the run's own outcome
+        done = f"report not refreshed: {type(exc).__name__}: {exc}"
+    if done:
+        print(f"dpfl: {done}: {REPORT_HTML}", file=sys.stderr)
+
+
+onsuccess:
+    _refresh_report(log, failed=False)
+
+
+onerror:
+    _refresh_report(log, failed=True)
 
 
 rule report:

@@ -6,12 +6,18 @@ rows of the table, chosen by column values ("selectors"). Verdicts:
   fail          some point violates it by more than the tolerance;
   inconclusive  no violation beyond the tolerance, but some point is within it (or nothing to compare); with
                 `tol_counts: for` (the spec's "≤ X + tol") a point within the tolerance satisfies the claim instead;
+                also a check whose selection finds no rows in the table (NoRowsError: settings that do not produce
+                what the claim selects, e.g. a σ edited out of the grid), with a reason naming the claim, the
+                selection and the values the table holds, and cause `no-rows`; a malformed claim is a configuration
+                error before any job (the schema), and another ClaimSpecError (e.g. a selector column the table
+                lacks) stops the claims job naming the claim;
   stand-in      the table was computed on synthetic stand-in data: not evidence (the underlying verdict
                 is kept in `verdict_on_data`).
 A claim's verdict is the worst of its checks (fail > inconclusive > pass). Each check returns the
 numbers behind its verdict so that a reader can judge the margin, and a `reason`: one sentence built from those
 numbers (REASONS: one builder per kind; `claim_reason` joins the checks that decided the verdict). `cause_of`
-names why a verdict is not a pass, where known: stand-in, documented-difference, reduced-scale, not-reproduced.
+names why a verdict is not a pass, where known: no-rows, stand-in, documented-difference, reduced-scale,
+not-reproduced.
 
 Check kinds (keys in brackets are optional; `CHECK_KEYS` (schema.py) is the exact list of each kind's keys,
 and the configuration schema of a check is generated from it by `check_schema()`):
@@ -57,7 +63,18 @@ This module re-exports their public names (and `_crossing`, which the tests use)
 from __future__ import annotations
 
 from dpfl.claims.checks import CHECKS, _crossing
-from dpfl.claims.reasons import NOT_OP, OP_TEXT, REASONS, VERB, check_reason, claim_reason, fmt, fmt_cfg, fmt_x
+from dpfl.claims.reasons import (
+    NOT_OP,
+    OP_TEXT,
+    REASONS,
+    VERB,
+    check_reason,
+    claim_reason,
+    fmt,
+    fmt_cfg,
+    fmt_x,
+    no_rows_reason,
+)
 from dpfl.claims.schema import (
     CHECK_KEYS,
     CHECK_META_KEYS,
@@ -69,7 +86,7 @@ from dpfl.claims.schema import (
     check_keys,
     check_schema,
 )
-from dpfl.claims.selection import OPS, SEVERITY, ClaimSpecError, select
+from dpfl.claims.selection import OPS, SEVERITY, ClaimSpecError, NoRowsError, describe_no_rows, select
 from dpfl.claims.verdicts import (
     CAUSES,
     cause_of,
@@ -83,14 +100,14 @@ from dpfl.claims.verdicts import (
 
 __all__ = [
     # selection
-    "OPS", "SEVERITY", "ClaimSpecError", "select",
+    "OPS", "SEVERITY", "ClaimSpecError", "NoRowsError", "describe_no_rows", "select",
     # checks
     "CHECKS",
     # schema
     "CHECK_KEYS", "CHECK_META_KEYS", "CHECK_SCHEMA_ID", "KEY_SCHEMAS", "SELECTOR_SCHEMA", "WHERE_X_SCHEMA", "CheckKeys",
     "check_keys", "check_schema",
     # reasons
-    "NOT_OP", "OP_TEXT", "REASONS", "VERB", "check_reason", "claim_reason", "fmt", "fmt_cfg", "fmt_x",
+    "NOT_OP", "OP_TEXT", "REASONS", "VERB", "check_reason", "claim_reason", "fmt", "fmt_cfg", "fmt_x", "no_rows_reason",
     # verdicts
     "CAUSES", "cause_of", "evaluate", "evaluate_claim", "rounded", "scale_reductions", "summarize_check", "x_name_of",
 ]

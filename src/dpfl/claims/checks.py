@@ -122,8 +122,8 @@ def _check_order(df, c):
     for a, b in zip(values[:-1], values[1:]):
         lo = select(base, {c["by"]: a})
         hi = select(base, {c["by"]: b})
-        _need_rows(lo, f"{c['by']} = {a}", c)
-        _need_rows(hi, f"{c['by']} = {b}", c)
+        _need_rows(lo, "select", c, {**c.get("select", {}), c["by"]: a})
+        _need_rows(hi, "select", c, {**c.get("select", {}), c["by"]: b})
         pair = lo[keys + [col]].merge(hi[keys + [col]], on=keys, suffixes=("_a", "_b"))
         res = _pointwise(pair[f"{col}_a"], pair[f"{col}_b"], c["op"], tol)
         ok, near = _settle(res["ok"], res["near"], c)
@@ -144,7 +144,7 @@ def _check_order(df, c):
 def _check_monotone(df, c):
     col, tol = c.get("column", "y"), c.get("tol", 0.0)
     d = select(df, c.get("select"), c.get("where_x"))
-    _need_rows(d, "select", c)
+    _need_rows(d, "select", c, c.get("select"))
     strict = c.get("strict", True)
     counts_for = _tol_for(c)
     group_by = c.get("group_by", [])
@@ -186,7 +186,7 @@ def _check_bounds(df, c):
     tol = c.get("tol", 0.0)
     groups = c.get("group_by", [])
     d = select(df, c.get("select"), c.get("where_x")).reset_index(drop=True)
-    _need_rows(d, "select", c)
+    _need_rows(d, "select", c, c.get("select"))
     v = d[col].to_numpy(float)
     ok = ~np.isnan(v)
     near = np.zeros(len(d), bool)
@@ -221,7 +221,7 @@ def _check_near(df, c):
     col = c.get("column", "y")
     d = select(df, c.get("select"))
     d = d[np.isclose(d["x"], c["x"])]
-    _need_rows(d, f"x = {c['x']}", c)
+    _need_rows(d, "select", c, c.get("select"), x=c["x"])
     value = float(d[col].iloc[0])
     rel = abs(value - c["target"]) / abs(c["target"])
     return ("pass" if rel <= c["rel_tol"] else "fail"), {
@@ -243,8 +243,8 @@ def _check_ratio(df, c):
     col = c.get("column", "y")
     num = select(df, {**c.get("select", {}), **c["numerator"]}, c.get("where_x"))
     den = select(df, {**c.get("select", {}), **c["denominator"]}, c.get("where_x"))
-    _need_rows(num, "numerator", c)
-    _need_rows(den, "denominator", c)
+    _need_rows(num, "numerator", c, {**c.get("select", {}), **c["numerator"]})
+    _need_rows(den, "denominator", c, {**c.get("select", {}), **c["denominator"]})
     labels = {"numerator_curve": _label(num, c["numerator"]), "denominator_curve": _label(den, c["denominator"])}
     how = c.get("interpolate", "none")
     xs = np.union1d(num["x"], den["x"]) if how != "none" else np.intersect1d(num["x"], den["x"])
@@ -269,7 +269,7 @@ def _check_ratio(df, c):
 def _check_successive_ratio(df, c):
     col = c.get("column", "y")
     d = select(df, c.get("select"), c.get("where_x")).sort_values("x")
-    _need_rows(d, "select", c)
+    _need_rows(d, "select", c, c.get("select"))
     y = d[col].to_numpy(float)
     ratios = y[1:] / y[:-1]
     bad = ratios < c["min"]
@@ -285,7 +285,7 @@ def _check_slope(df, c):
     """The least-squares slope of log y on log x (points with x, y > 0 and finite), per group, within [min, max]."""
     col = c.get("column", "y")
     d = select(df, c.get("select"), c.get("where_x"))
-    _need_rows(d, "select", c)
+    _need_rows(d, "select", c, c.get("select"))
     groups = c.get("group_by", [])
     per_group, bad = {}, 0
     for name, g in (d.groupby(groups, sort=True) if groups else [("all", d)]):
@@ -321,8 +321,8 @@ def _check_crossing(df, c):
         raise ClaimSpecError("crossing: only line 'identity' (y = x) is supported")
     first = select(df, {**c.get("select", {}), **c["first"]}, c.get("where_x"))
     second = select(df, {**c.get("select", {}), **c["second"]}, c.get("where_x"))
-    _need_rows(first, "first", c)
-    _need_rows(second, "second", c)
+    _need_rows(first, "first", c, {**c.get("select", {}), **c["first"]})
+    _need_rows(second, "second", c, {**c.get("select", {}), **c["second"]})
     labels = {"first_curve": _label(first, c["first"]), "second_curve": _label(second, c["second"])}
     out, verdicts = {}, []
     for name, g1 in _groups(first, c.get("match_on", [])):

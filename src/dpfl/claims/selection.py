@@ -18,6 +18,22 @@ class ClaimSpecError(ValueError):
     """A claim's check refers to rows or columns the table does not have."""
 
 
+class NoRowsError(ClaimSpecError):
+    """A check's selection finds no rows in the table, or its two selections share no point to compare. Not a
+    malformed claim (the configuration schema rejects those before any job runs) but a table whose settings do not
+    produce the rows the claim selects (e.g. a σ edited out of the grid): dpfl.claims.verdicts makes the claim
+    `inconclusive`, with a reason naming the selection and the values the table holds (describe_no_rows).
+
+    `selections`: {name ("left", "select", "q = 0.5", ...): selector} of the selections involved; `unpaired`: the
+    columns the two selections were to be paired on (x and `match_on`), when each found rows but they share none;
+    `x`: the x a `near` check looks for."""
+
+    def __init__(self, message: str, selections: dict[str, dict], where_x: dict | None = None, *,
+                 unpaired: list[str] | None = None, x: float | None = None):
+        super().__init__(message)
+        self.selections, self.where_x, self.unpaired, self.x = selections, where_x or {}, unpaired, x
+
+
 # --------------------------------------------------------------------------------------------------
 # selection helpers
 # --------------------------------------------------------------------------------------------------
@@ -45,9 +61,58 @@ def select(df: pd.DataFrame, selector: dict | None, where_x: dict | None = None)
     return out
 
 
-def _need_rows(d: pd.DataFrame, what: str, check: dict) -> None:
+def _need_rows(d: pd.DataFrame, what: str, check: dict, selector: dict | None = None, x: float | None = None) -> None:
+    """Raise NoRowsError when the selection `what` (its selector, and the check's where_x) found no rows."""
     if d.empty:
-        raise ClaimSpecError(f"{what} selects no rows (check {check})")
+        at = "" if x is None else f" at x = {x}"
+        raise NoRowsError(f"{what} selects no rows{at} (check {check})", {what: dict(selector or {})},
+                          check.get("where_x"), x=x)
+
+
+def describe_no_rows(df: pd.DataFrame, exc: NoRowsError, limit: int = 12) -> dict:
+    """The numbers behind a check that selected no rows: its selections, which selected values the table does not
+    hold at all (`absent`), the values the table holds in every selected column (`table_values`, at most `limit`
+    each, with `values_in_table` their counts), and where_x / the x of a `near` check / the unpaired columns with the
+    values each side has there."""
+    columns = {col: None for sel in exc.selections.values() for col in sel}
+    absent, values, counts = {}, {}, {}
+    for col in columns:
+        if col not in df:
+            continue
+        present = _distinct(df[col])
+        counts[col] = len(present)
+        values[col] = present[:limit]
+        for sel in exc.selections.values():
+            if col in sel:
+                wanted = sel[col] if isinstance(sel[col], list) else [sel[col]]
+                missing = [v for v in wanted if not _matches(df[col], v).any()]
+                if missing:
+                    absent[col] = sorted({_py(v) for v in missing}, key=str)
+    out = {"selections": exc.selections, "absent": absent, "table_values": values, "values_in_table": counts}
+    if exc.where_x:
+        out["where_x"] = exc.where_x
+        rows = [select(df, sel) for sel in exc.selections.values()]
+        xs = pd.concat(rows)["x"] if any(len(r) for r in rows) else pd.Series(dtype=float)
+        out["x_without_where_x"] = [float(v) for v in sorted(xs.unique())][:limit]
+    if exc.x is not None:
+        out["x"] = exc.x
+        sel = next(iter(exc.selections.values()))
+        out["x_in_selection"] = [float(v) for v in sorted(select(df, sel)["x"].unique())][:limit]
+    if exc.unpaired:
+        out["unpaired"] = exc.unpaired
+        out["paired_values"] = {name: {k: _distinct(select(df, sel, exc.where_x)[k])[:limit] for k in exc.unpaired
+                                       if k in df}
+                                for name, sel in exc.selections.items()}
+    return out
+
+
+def _distinct(series: pd.Series) -> list:
+    """The distinct values of a column, sorted (numbers as numbers), NaN left out."""
+    vals = [_py(v) for v in series.dropna().unique()]
+    try:
+        return sorted(vals)
+    except TypeError:
+        return sorted(vals, key=str)
 
 
 def _verdict(violations: int, within_tol: int) -> str:
@@ -123,13 +188,15 @@ def _pairs(df, c, keys, se: bool = False):
     `se`, also se_left and se_right), and the curve labels of the two selections."""
     col = c.get("column", "y")
     cols = keys + [col] + (["se"] if se else [])
-    left = select(df, {**c.get("select", {}), **c["left"]}, c.get("where_x"))
-    right = select(df, {**c.get("select", {}), **c["right"]}, c.get("where_x"))
-    _need_rows(left, "left", c)
-    _need_rows(right, "right", c)
+    lsel, rsel = {**c.get("select", {}), **c["left"]}, {**c.get("select", {}), **c["right"]}
+    left = select(df, lsel, c.get("where_x"))
+    right = select(df, rsel, c.get("where_x"))
+    _need_rows(left, "left", c, lsel)
+    _need_rows(right, "right", c, rsel)
     pair = left[cols].merge(right[cols], on=keys, suffixes=("_left", "_right"))
     if pair.empty:
-        raise ClaimSpecError(f"left and right share no {keys} values (check {c})")
+        raise NoRowsError(f"left and right share no {keys} values (check {c})", {"left": lsel, "right": rsel},
+                          c.get("where_x"), unpaired=keys)
     if c.get("at") in ("first", "last"):  # only the smallest / largest x (per matched group)
         pick = (pair.groupby(keys[1:])["x"] if len(keys) > 1 else pair["x"])
         edge = pick.transform("min" if c["at"] == "first" else "max") if len(keys) > 1 else (

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from dpfl.claims.checks import CHECKS
-from dpfl.claims.reasons import check_reason, claim_reason, fmt_cfg
-from dpfl.claims.selection import SEVERITY
+from dpfl.claims.reasons import check_reason, claim_reason, fmt_cfg, no_rows_reason
+from dpfl.claims.selection import SEVERITY, ClaimSpecError, NoRowsError, describe_no_rows
 
 # --------------------------------------------------------------------------------------------------
 # verdicts
@@ -19,13 +19,24 @@ from dpfl.claims.selection import SEVERITY
 
 
 def evaluate_claim(df: pd.DataFrame, claim: dict, data_source: str, x_name: str = "x") -> dict:
+    """A claim's verdict, reason and checks. A check whose selection finds no rows in this table (NoRowsError: the
+    settings do not produce what it selects) is `inconclusive`, its reason naming the claim, the selection and the
+    values the table holds, its numbers under `no_rows` (the claim gets `no_rows: true`); any other ClaimSpecError
+    (e.g. a selector column the table does not have) is raised again with the claim id and the check's number."""
     results = []
-    for check in claim["checks"]:
-        verdict, numbers = CHECKS[check["kind"]](df, check)
-        results.append({"check": check, "verdict": verdict, "reason": check_reason(check, verdict, numbers, x_name),
-                        "numbers": numbers})
+    for i, check in enumerate(claim["checks"], 1):
+        kind = CHECKS[check["kind"]]
+        try:
+            verdict, numbers = kind(df, check)
+            reason = check_reason(check, verdict, numbers, x_name)
+        except NoRowsError as exc:
+            verdict, numbers = "inconclusive", {"no_rows": describe_no_rows(df, exc)}
+            reason = no_rows_reason(claim["id"], i, check, numbers, x_name)
+        except ClaimSpecError as exc:
+            raise ClaimSpecError(f"claim {claim['id']}, check {i} ({check['kind']}): {exc}") from exc
+        results.append({"check": check, "verdict": verdict, "reason": reason, "numbers": numbers})
     verdict = max((r["verdict"] for r in results), key=SEVERITY.get)
-    return {
+    out = {
         "id": claim["id"],
         "claim": claim["claim"],
         "note": claim.get("note", ""),
@@ -34,10 +45,14 @@ def evaluate_claim(df: pd.DataFrame, claim: dict, data_source: str, x_name: str 
         "reason": claim_reason(results, verdict, data_source),
         "checks": results,
     }
+    if any("no_rows" in r["numbers"] for r in results):
+        out["no_rows"] = True
+    return out
 
 
 def evaluate(df: pd.DataFrame, claims: list[dict], data_source: str, x_name: str = "x") -> list[dict]:
-    """Evaluate every claim of a figure; a check that cannot be evaluated raises ClaimSpecError. `x_name` names
+    """Evaluate every claim of a figure (evaluate_claim: a selection that finds no rows makes its claim
+    inconclusive; any other check that cannot be evaluated raises ClaimSpecError naming the claim). `x_name` names
     x in the reasons (e.g. "ε")."""
     return [evaluate_claim(df, claim, data_source, x_name) for claim in claims]
 
@@ -57,6 +72,7 @@ def x_name_of(df: pd.DataFrame, default: str = "x") -> str:
 # --------------------------------------------------------------------------------------------------
 
 CAUSES = {
+    "no-rows": "a selection of the claim finds no rows in this table: the settings do not produce what it checks",
     "stand-in": "synthetic stand-in data: not evidence either way",
     "documented-difference": "a documented difference between the paper and the authors' code",
     "reduced-scale": "a reduced-scale run: not the paper-scale result",
@@ -92,7 +108,8 @@ def _short(v) -> str:
 
 def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mode: str = "none",
              other_verdict: str | None = None, difference: str = "") -> tuple[str | None, str]:
-    """(cause, short text) of a claim's verdict: None for a pass; for the others, in this order: `stand-in`
+    """(cause, short text) of a claim's verdict: None for a pass; for the others, in this order: `no-rows` (the claim
+    is inconclusive because a selection found no rows: nothing was checked), `stand-in`
     (synthetic data), `documented-difference` (in the default mode the authors-code variant of the same figure
     passes the claim: `other_verdict`; `difference` names it, e.g. the claim's note), `reduced-scale` (this run's
     settings differ from the paper's: `reductions`), else `not-reproduced` (a genuine finding at paper scale on real
@@ -100,6 +117,8 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
     verdict = result["verdict"]
     if verdict == "pass":
         return None, ""
+    if result.get("no_rows") and result.get("verdict_on_data", verdict) == "inconclusive":
+        return "no-rows", CAUSES["no-rows"] + (f" ({_reductions_text(scale, reductions)})" if reductions else "")
     if verdict == "stand-in" or data_source == "standin":
         return "stand-in", CAUSES["stand-in"]
     if mode == "none" and other_verdict == "pass":

@@ -6,10 +6,20 @@ Each claim gets its verdict, a one-sentence `reason` built from its numbers, and
 (dpfl.claims.cause_of): `stand-in`, `documented-difference` (the authors-code variant of the same figure passes
 the claim: its claims file is an input when that variant is built), `reduced-scale` (this run's settings differ
 from the paper's: the `reductions` the table stage recorded in each figure's meta, carried by its sidecar),
-`not-reproduced`, or None for a pass."""
+`not-reproduced`, or None for a pass.
+
+A check whose selection finds no rows in the table makes its claim `inconclusive` (cause `no-rows`, a reason naming
+the claim, the selection and the values the table holds): the job still writes every claim. Any other error (e.g. a
+selector column the table does not have) stops the job, naming the claim, and is written to the job's log, which
+the report shows in place of the claims (Snakemake deletes the outputs of a failed job).
+
+Each claims file records what it was computed from (`inputs`: the SHA-256 of every table it read and the hash of the
+claims as configured, dpfl.io.config_hash), so that the report can tell a claims file older than its figure's table
+or its claims (dpfl.report: `stale`) and never shows its verdicts as current."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -17,7 +27,28 @@ import pandas as pd
 
 from dpfl import claims as claims_mod
 from dpfl import tidy
-from dpfl.io import get_logger, write_json
+from dpfl.io import config_hash, get_logger, write_json
+
+
+def file_sha256(path) -> str:
+    """The SHA-256 of a file's bytes (a tidy table: what a claims file was computed from)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def inputs_record(tables: dict[str, str], claims) -> dict:
+    """`inputs` of a claims file: {figure: SHA-256 of its table} and the hash of the claims evaluated."""
+    return {"table_sha256": {figure: file_sha256(path) for figure, path in tables.items()},
+            "claims_hash": config_hash(claims)}
+
+
+def _log_results(log, results: list[dict], where: str = "") -> None:
+    for r in results:
+        line = f"{r['id']}{where}: {r['verdict']} ({r['cause'] or '-'}) {r['reason']}"
+        (log.warning if r.get("no_rows") else log.info)("%s", line)
 
 
 def _other_verdicts(paths) -> dict:
@@ -58,12 +89,16 @@ def run_claims(paper: str, figure: str, claims: list, csv_path: str, sidecar_pat
     authors-code variant implements); `other_paths`: the authors-code variant's claims.json, when built (default mode
     only). Whether the run is reduced comes from the sidecar (`reductions`, recorded by the table stage)."""
     log = get_logger(log_path, f"{paper}/{figure}:claims")
-    df = tidy.read(csv_path)
-    sidecar = json.loads(Path(sidecar_path).read_text())
-    out = _evaluate(df, claims, [sidecar], context or {}, _other_verdicts(other_paths), sidecar["mode"])
-    for r in out["claims"]:
-        log.info("%s: %s (%s) %s", r["id"], r["verdict"], r["cause"] or "-", r["reason"])
-    write_json({"paper": paper, "figure": figure, **out}, out_path)
+    try:
+        df = tidy.read(csv_path)
+        sidecar = json.loads(Path(sidecar_path).read_text())
+        out = _evaluate(df, claims, [sidecar], context or {}, _other_verdicts(other_paths), sidecar["mode"])
+    except Exception as exc:
+        log.error("claims of %s/%s not evaluated: %s: %s", paper, figure, type(exc).__name__, exc)
+        raise
+    _log_results(log, out["claims"])
+    write_json({"paper": paper, "figure": figure, **out, "inputs": inputs_record({figure: csv_path}, claims)},
+               out_path)
 
 
 def concat_tables(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -81,12 +116,16 @@ def run_paper_claims(paper: str, claim: dict, csv_paths: list[str], sidecar_path
     """A claim over several figures (`claim["figures"]`, in the order of csv_paths / sidecar_paths)."""
     log = get_logger(log_path, f"{paper}/{claim['id']}:claims")
     figures = list(claim["figures"])
-    df = concat_tables({f: tidy.read(p) for f, p in zip(figures, csv_paths)})
-    sidecars = [json.loads(Path(p).read_text()) for p in sidecar_paths]
-    modes = {s["mode"] for s in sidecars}
-    spec = {k: v for k, v in claim.items() if k != "figures"}
-    out = _evaluate(df, [spec], sidecars, context or {}, _other_verdicts(other_paths),
-                    "authors-code" if "authors-code" in modes else "none")
-    for r in out["claims"]:
-        log.info("%s over %s: %s (%s) %s", r["id"], "+".join(figures), r["verdict"], r["cause"] or "-", r["reason"])
-    write_json({"paper": paper, "figure": None, "figures": figures, "claim_id": claim["id"], **out}, out_path)
+    try:
+        df = concat_tables({f: tidy.read(p) for f, p in zip(figures, csv_paths)})
+        sidecars = [json.loads(Path(p).read_text()) for p in sidecar_paths]
+        modes = {s["mode"] for s in sidecars}
+        spec = {k: v for k, v in claim.items() if k != "figures"}
+        out = _evaluate(df, [spec], sidecars, context or {}, _other_verdicts(other_paths),
+                        "authors-code" if "authors-code" in modes else "none")
+    except Exception as exc:
+        log.error("claim %s over %s not evaluated: %s: %s", claim["id"], "+".join(figures), type(exc).__name__, exc)
+        raise
+    _log_results(log, out["claims"], f" over {'+'.join(figures)}")
+    write_json({"paper": paper, "figure": None, "figures": figures, "claim_id": claim["id"], **out,
+                "inputs": inputs_record(dict(zip(figures, csv_paths)), claim)}, out_path)
