@@ -24,8 +24,9 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from dpfl.fl.local import (FlatModel, MlpPath, clipped_mean_grad_sums, dp_sgd, keep_mask, local_sgd, make_buckets, mean_grads, per_example_grads,
-                           poisson_rows)
+from dpfl.fl.buckets import make_buckets, poisson_rows
+from dpfl.fl.gradients import FlatModel, MlpPath, keep_mask, per_example_grads
+from dpfl.fl.local import clipped_mean_grad_sums, dp_sgd, local_sgd, mean_grads
 from dpfl.models.metrics import cox_partial_likelihood
 from dpfl.models.nets import LinearScore, build_model
 from dpfl.papers.kato2024.methods import BY_ID, HYPER_BLOCKS, epsilon_curves
@@ -226,7 +227,7 @@ def draw_shuffles(gen, pairs, counts, n_pad, epochs, tape, batch, kind):
 
 
 def replay_poisson(gen, counts, qs):
-    """The engine's Poisson draw (dpfl.fl.local.poisson_rows, tested on its own below) as per-record flags."""
+    """The engine's Poisson draw (dpfl.fl.buckets.poisson_rows, tested on its own below) as per-record flags."""
     idx, valid = poisson_rows(torch.as_tensor(counts), torch.as_tensor(qs, dtype=DT), gen)
     takes = []
     for i, n in enumerate(counts):
@@ -425,7 +426,7 @@ def test_dropout_masks_come_from_the_generator_in_order():
 
 class TinySeqMLP(nn.Module):
     """A Sequential of Linear / ReLU / GroupNorm(1, C) / Dropout as `.net` (the shape of the Creditcard MLP, which
-    takes the hand-written batched path of dpfl.fl.local), with a ReLU → Dropout block (in-place masking of a
+    takes the hand-written batched path of dpfl.fl.gradients), with a ReLU → Dropout block (in-place masking of a
     taped ReLU output) and a GroupNorm → Dropout block; explicit dropout masks (the dpfl.models.nets protocol)."""
 
     def __init__(self):
@@ -1054,7 +1055,7 @@ def test_group_nominal_rounds_k_down_and_certified_rounds_k_up():
 def test_cox_closed_form_gradient_is_stable_for_large_scores():
     """TCGA's covariates are not normalized: noisy models reach scores of hundreds of nats, where e^{s}/R underflows
     in linear space. The closed form (log space) equals autograd of the Cox loss there, and stays finite."""
-    from dpfl.fl.local import cox_score_grads
+    from dpfl.fl.gradients import cox_score_grads
 
     gen = torch.Generator().manual_seed(0)
     s = (torch.randn(3, 9, generator=gen, dtype=torch.float64) * 300).requires_grad_(True)

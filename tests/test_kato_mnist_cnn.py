@@ -27,7 +27,9 @@ import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from dpfl.fl.aggregate import pair_weights, weighted_clipped_sum
-from dpfl.fl.local import FlatModel, keep_mask, local_sgd, make_buckets
+from dpfl.fl.buckets import make_buckets
+from dpfl.fl.gradients import FlatModel, keep_mask
+from dpfl.fl.local import local_sgd
 from dpfl.models.nets import MnistCNN, build_model
 from dpfl.papers.kato2024.methods import BY_ID
 from dpfl.papers.kato2024.uldp import Federation, round_rule

@@ -7,7 +7,7 @@ softmax regression. A per-example gradient is the outer product x ⊗ r(x) of th
 Two twins of the same maths: the numpy methods (`residual`, `loss`, `grad`, `hessian`, ...) are the reference
 used by Newton's method and the tests; the torch methods (`residual_t`, `example_loss_t`, `mean_loss_t`) run in
 the training loops on any device. `module()` gives the model as a torch module for `torch.func.functional_call`
-(the generic per-example gradient path of dpfl.fl.local, checked against the closed form in the tests).
+(the generic per-example gradient path of dpfl.fl.gradients, checked against the closed form in the tests).
 """
 
 from __future__ import annotations

@@ -197,7 +197,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
 
     from dpfl.fl.device import describe, resolve_device
     from dpfl.fl.engine import FreezeNonFinite, progress_rounds, run_rounds
-    from dpfl.fl.local import FlatModel
+    from dpfl.fl.gradients import FlatModel
     from dpfl.io import Progress
     from dpfl.models.nets import build_model
     from dpfl.papers.kato2024 import uldp

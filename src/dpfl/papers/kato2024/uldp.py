@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 from dpfl.fl.aggregate import clip_updates, pair_weights, weighted_clipped_sum
+from dpfl.fl.buckets import Bucket, make_buckets
 from dpfl.fl.engine import RoundRule
-from dpfl.fl.local import (Bucket, FlatModel, clipped_mean_grad_sums, dp_sgd, local_sgd, make_buckets,
-                           mean_grads)
+from dpfl.fl.gradients import FlatModel
+from dpfl.fl.local import clipped_mean_grad_sums, dp_sgd, local_sgd, mean_grads
 
 
 @dataclass
