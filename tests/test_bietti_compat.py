@@ -5,12 +5,14 @@ eval_every, B5 independent streams per run; and that the paper's defaults are un
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from dpfl.config import load
 from dpfl.jobs import CellJob
 from dpfl.papers.bietti2022.cell import implementation, run_cell
 from dpfl.papers.bietti2022.cnn import cnn_round, initial
@@ -23,6 +25,11 @@ from dpfl.papers.bietti2022.layout import GridLayout
 LAYOUT = GridLayout()
 
 DT = torch.float64
+ROOT = Path(__file__).resolve().parent.parent
+
+#: the paper's params.implementation (the schema's defaults); a hand-made params dict gives every key
+PAPER = {"sampling": "poisson", "cnn_local_step": "eta_theta", "excess_risk": "coordinate_sum",
+         "end_point": "last_round", "rng": "per_seed"}
 
 
 def federated_arrays(counts, test_counts, d=4, classes=10, seed=0):
@@ -90,8 +97,8 @@ def _emnist_job(tmp_path, impl: dict, cell="emn-sigma2", levels=(0.5, "inf"), et
         np.savez(path, **federated_arrays([23, 12, 4, 31, 17, 20], [3, 2, 2, 4, 1, 3], d=6))
     figure = {"grids": {"emn": {"task": "emnist", "users": 6, "users_per_round": 2, "batch": 5, "epochs": 2,
                                 "rounds": None, "eval_every": 4, "clip": 0.5, "sigmas": [2.0],
-                                "levels": [0, *levels], "etas": list(etas)}},
-              "delta": 1e-4, "seeds": list(seeds), "dtype": "float64", "implementation": impl}
+                                "levels": [0, *levels], "etas": list(etas), "model": "linear", "max_memory_mib": 4096}},
+              "delta": 1e-4, "seeds": list(seeds), "dtype": "float64", "implementation": {**PAPER, **impl}}
     params, _ = LAYOUT.cell_params(figure, {}, cell)
     job = CellJob("bietti2022", "fig2", cell, "authors-code" if impl else "none", "smoke", 0, "cpu", params, {})
     return job, {"prepared": {"emnist": str(path)}}, figure
@@ -129,19 +136,28 @@ def test_per_run_streams_name_each_run_by_its_config(tmp_path):
                            both[both["eta"] == 0.4]["accuracy"].to_numpy()[1:])
 
 
-def test_paper_defaults_and_unknown_keys():
-    assert implementation({}) == {"sampling": "poisson", "cnn_local_step": "eta_theta", "excess_risk": "coordinate_sum",
-                                  "end_point": "last_round", "rng": "per_seed"}
-    with pytest.raises(ValueError, match="unknown params.implementation key"):
-        implementation({"implementation": {"sampling": "shuffle", "noise": "unseeded"}})
+def test_paper_defaults_come_from_the_schema_and_keys_are_checked():
+    """The defaults of params.implementation (the paper's algorithm) live in the schema only: the config loader fills
+    them; a params dict with a key missing or unknown is an error."""
+    cfg = load(ROOT, {"scale": "smoke"})
+    for figure in ("fig1a", "fig2"):
+        params = cfg.figure_params("bietti2022", figure, "none")
+        assert implementation(params) == PAPER
+        assert "dtype" in params and all({"model", "max_memory_mib"} <= set(g) for g in params["grids"].values())
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['noise'\]"):
+        implementation({"implementation": {**PAPER, "noise": "unseeded"}})
+    with pytest.raises(ValueError, match=r"missing key\(s\) \['cnn_local_step'"):
+        implementation({"implementation": {"sampling": "shuffle"}})
 
 
 def test_excess_risk_per_coordinate_and_end_rows():
     """B3: the synthetic figure draws the excess risk ÷ d (the claims still select quantity excess_risk); B4 and
     runs that end at different rounds: the final window reads each run's `end` row."""
     figure = {"grids": {"syn": {"task": "synthetic", "synthetic": {"n_users": 6, "dim": 4, "personal": 2}, "rounds": 5,
-                                "clip": 1.0, "sigmas": [1.0], "levels": [0, 1, "inf"], "etas": [0.1, 0.3]}},
-              "delta": 1e-4, "seeds": [0], "implementation": {"excess_risk": "coordinate_mean"}}
+                                "clip": 1.0, "sigmas": [1.0], "levels": [0, 1, "inf"], "etas": [0.1, 0.3],
+                                "model": "linear", "max_memory_mib": 4096}},
+              "delta": 1e-4, "seeds": [0], "dtype": "float32",
+              "implementation": {**PAPER, "excess_risk": "coordinate_mean"}}
     tables = []
     for cell in LAYOUT.cells(figure):
         params, _ = LAYOUT.cell_params(figure, {}, cell)

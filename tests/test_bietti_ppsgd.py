@@ -215,9 +215,13 @@ def test_cell_is_reproducible_and_records_epsilon():
     from dpfl.jobs import CellJob
     from dpfl.papers.bietti2022.cell import run_cell
 
+    # a hand-made figure gives every key the config loader would fill from the schema's defaults
     figure = {"grids": {"syn": {"task": "synthetic", "synthetic": {"n_users": 9, "dim": 5, "personal": 2}, "rounds": 6,
-                                "clip": 1.0, "sigmas": [2.0], "levels": [0, 0.5, "inf"], "etas": [0.1, 0.5]}},
-              "delta": 1e-4, "seeds": [0, 1]}
+                                "clip": 1.0, "sigmas": [2.0], "levels": [0, 0.5, "inf"], "etas": [0.1, 0.5],
+                                "model": "linear", "max_memory_mib": 4096}},
+              "delta": 1e-4, "seeds": [0, 1], "dtype": "float32",
+              "implementation": {"sampling": "poisson", "cnn_local_step": "eta_theta", "excess_risk": "coordinate_sum",
+                                 "end_point": "last_round", "rng": "per_seed"}}
     assert LAYOUT.cells(figure) == ["syn-local", "syn-sigma2"]
     params, _ = LAYOUT.cell_params(figure, {}, "syn-sigma2")
     assert params["levels"] == [0.5, "inf"] and params["sigmas"] == [2.0] and params["grid"] == "syn"

@@ -5,8 +5,9 @@ per seed. The data stream of a seed (user samples, minibatches) is named by (tas
 every cell of a seed sees the same data (common random numbers across σ and a); the noise vector ξ is named by
 (task, seed, σ) (`Streams`). Each (config batch, seed) is one run of dpfl.fl.engine.run_rounds: the model strategy's
 round (`_PpSgdRounds`), the task's evaluation at the scheduled rounds (`_GridEvaluation`), no freeze (a row whose
-metric is not finite is marked failed). Tasks: `synthetic` (spec §1.1, generated here; excess risk after every round) and `emnist`
-(spec §1.3, the prepared federated EMNIST; top-1 test accuracy every `eval_every` rounds and after the last).
+metric is not finite is marked failed). Tasks: `synthetic` (spec §1.1, generated here; excess risk after every
+round) and `emnist` (spec §1.3, the prepared federated EMNIST; top-1 test accuracy every `eval_every` rounds and
+after the last).
 Returns one row per (seed, a, η, evaluation round): the metric, ε nominal / certified, and `end` (the run's end of
 training, which the tables read as "final").
 
@@ -30,25 +31,29 @@ from dpfl.papers.bietti2022.layout import evaluation_rounds, level, level_name, 
 from dpfl.seeds import rng_for
 
 #: per federated task: the prepared dataset, classes, the target shift (one-hot minus 0.1, spec §2)
-FEDERATED = {"emnist": {"dataset": "emnist", "classes": 10, "shift": 0.1},
+FEDERATED = {"emnist": {"dataset": "emnist", "classes": 10, "shift": 0.1, "sparse": False},
              "stackoverflow": {"dataset": "stackoverflow", "classes": 80, "shift": 0.1, "sparse": True}}
 
 
-#: params.implementation: the paper's algorithm; `compat: authors-code` sets the published code's (spec §8)
-IMPLEMENTATION = {
-    "sampling": "poisson",  # B1 shuffle: the first Q of the shuffled users with data left, until all are exhausted
-    "cnn_local_step": "eta_theta",  # B2 times_users: the CNN's local step is L·η_θ
-    "excess_risk": "coordinate_sum",  # B3 coordinate_mean: the synthetic excess risk ÷ d
-    "end_point": "last_round",  # B4 last_multiple: the end of training is the last multiple of eval_every
-    "rng": "per_seed",  # B5 per_run: every run (config) its own data order and noise, no common random numbers
-}
+#: params.implementation's keys (spec §8). Their defaults, the paper's algorithm, live in the schema
+#: (workflow/schemas/papers/bietti2022.schema.yaml); `compat: authors-code` sets the published code's values:
+IMPLEMENTATION = (
+    "sampling",  # B1 poisson | shuffle: the first Q of the shuffled users with data left, until all are exhausted
+    "cnn_local_step",  # B2 eta_theta | times_users: the CNN's local step is L·η_θ
+    "excess_risk",  # B3 coordinate_sum | coordinate_mean: the synthetic excess risk ÷ d
+    "end_point",  # B4 last_round | last_multiple: the end of training is the last multiple of eval_every
+    "rng",  # B5 per_seed | per_run: every run (config) its own data order and noise, no common random numbers
+)
 
 
 def implementation(params: dict) -> dict:
-    impl = {**IMPLEMENTATION, **(params.get("implementation") or {})}
-    unknown = sorted(set(impl) - set(IMPLEMENTATION))
-    if unknown:
-        raise ValueError(f"bietti2022: unknown params.implementation key(s) {unknown}; known: {sorted(IMPLEMENTATION)}")
+    """params.implementation with every key given (the config loader fills the schema's defaults; a hand-made params
+    dict must give them all)."""
+    impl = params["implementation"]
+    unknown, missing = sorted(set(impl) - set(IMPLEMENTATION)), sorted(set(IMPLEMENTATION) - set(impl))
+    if unknown or missing:
+        raise ValueError(f"bietti2022: params.implementation: unknown key(s) {unknown}, missing key(s) {missing}; "
+                         f"expected exactly {list(IMPLEMENTATION)}")
     return impl
 
 
@@ -152,7 +157,7 @@ class _Setup:
 
             spec = FEDERATED[self.task]
             arrays = dict(np.load(inputs["prepared"][spec["dataset"]], allow_pickle=False))
-            self.sparse = spec.get("sparse", False)
+            self.sparse = spec["sparse"]
             if self.sparse:  # bag of words: compact personal rows, sparse products (dpfl.papers.bietti2022.sparse)
                 data = SparseTask.from_arrays(arrays, int(p["users"]), spec["shift"], dtype, device)
                 UserStreams = SparseUserStreams  # noqa: N806
@@ -292,7 +297,8 @@ class _SparseModel(_LinearModel):
         s = self.setup
         return SparseState.zeros(s.d, s.K, s.data.theta_rows(), self.gt, clip=self.clip, q=s.q, n_users=s.N,
                                  dtype=self.dtype, device=self.device,
-                                 theta=self.storage.zeros((s.data.theta_rows() + 1, self.G, s.K), self.dtype, self.device))
+                                 theta=self.storage.zeros((s.data.theta_rows() + 1, self.G, s.K), self.dtype,
+                                                          self.device))
 
     def step(self, state, batch, noise_gen, q: float) -> None:
         import torch
@@ -330,23 +336,25 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     levels = [level(a) for a in p["levels"]]
     grid = Grid.product(p["etas"], levels, [0.0 if sigma is None else sigma])
     device = resolve_device(job.device)
-    dtype = {"float32": torch.float32, "float64": torch.float64}[p.get("dtype", "float32")]
+    dtype = {"float32": torch.float32, "float64": torch.float64}[p["dtype"]]
     clip, delta = float(p["clip"]), float(p["delta"])
     setup = _Setup(job, inputs, dtype, device, log)
     impl = implementation(p)
     per_run = impl["rng"] == "per_run"
     N, d, K, q, T = setup.N, setup.d, setup.K, setup.q, setup.T
-    kind = p.get("model", "linear")
+    kind = p["model"]
     if kind == "cnn" and (setup.task not in FEDERATED or setup.sparse):
-        raise ValueError(f"bietti2022 grid {p.get('grid')}: model cnn needs an image task (emnist)")
+        raise ValueError(f"bietti2022 grid {p['grid']}: model cnn needs an image task (emnist)")
     Model = _CnnModel if kind == "cnn" else _SparseModel if setup.sparse else _LinearModel  # noqa: N806
     per_config = Model(setup, 1, None, clip, dtype, device).memory_mib()
     # configs trained together: as many as fit `max_memory_mib` (each batch replays the same data and noise draws)
-    size = max(1, min(len(grid), int(float(p.get("max_memory_mib", 4096)) // max(per_config, 1e-9))))
+    size = max(1, min(len(grid), int(float(p["max_memory_mib"]) // max(per_config, 1e-9))))
     size = 1 if per_run else size  # B5: no two runs share a stream
     batches = [np.arange(a, min(len(grid), a + size)) for a in range(0, len(grid), size)]
     log(f"{job.cell}: {kind} model, {len(grid)} configs (η × a) in {len(batches)} batch(es) of ≤ {size}, N = {N}, "
-        f"d = {d}, K = {K}, T = {T if impl['sampling'] == 'poisson' or setup.task == 'synthetic' else 'until the data is exhausted'}, seeds {list(p['seeds'])}, device {describe(device)}; the models take "
+        f"d = {d}, K = {K}, "
+        f"T = {T if impl['sampling'] == 'poisson' or setup.task == 'synthetic' else 'until the data is exhausted'}, "
+        f"seeds {list(p['seeds'])}, device {describe(device)}; the models take "
         f"{per_config * size:.0f} MiB per batch")
     rows, storage = [], _Storage()
     training, evaluating, rounds_run, evaluations, full_T, eps_cache = 0.0, 0.0, 0, 0, [], {}
@@ -357,7 +365,8 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
                       local_times_users=impl["cnn_local_step"] == "times_users")
         # B5 per_run: the run (its one config) names its own data and noise streams
         run_key = (float(sub.eta[0]), float(sub.a[0])) if per_run else ()
-        keys = [{"a": float(sub.a[g]), "level": level_name(sub.a[g]), "eta": float(sub.eta[g])} for g in range(len(sub))]
+        keys = [{"a": float(sub.a[g]), "level": level_name(sub.a[g]), "eta": float(sub.eta[g])}
+                for g in range(len(sub))]
         for seed in p["seeds"]:
             run = setup.stream(seed, run_key)
             noise_gen = setup.streams.noise(seed, sigma, run_key, device)
@@ -392,7 +401,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     df["device"] = describe(device)
     df["metric"] = setup.metric
     df["q"] = q  # the nominal rate Q/N (B1: round t is accounted at L_t/N)
-    df["grid"] = p.get("grid", setup.task)
+    df["grid"] = p["grid"]
     df["model"] = kind
     df["sampling"] = impl["sampling"]
     if full_T and full_T[0] is not None:
