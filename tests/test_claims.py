@@ -283,7 +283,8 @@ def test_monotone_sorts_by_x():
 
 
 def test_monotone_group_by():
-    rows = curves({"rdp": (X, 2.0**X)}, conversion="rdp") + curves({"normal": (X, [1, 3, 2, 4, 5])}, conversion="normal")
+    rows = (curves({"rdp": (X, 2.0**X)}, conversion="rdp")
+            + curves({"normal": (X, [1, 3, 2, 4, 5])}, conversion="normal"))
     df = tidy(rows)
     v, num = run(df, {"kind": "monotone", "direction": "increasing", "group_by": ["conversion"]})
     assert v == "fail" and num["groups"] == 2 and num["violations"] == 1 and num["worst_group"] == "normal"
@@ -448,7 +449,8 @@ def test_ratio_single_violating_point_is_reported():
 
 def test_ratio_loglog_interpolation():
     """num y = x² known at x = 1, 4 only; den y = x² at x = 2, 3: log-log interpolation of a power law is exact."""
-    df = tidy(curves({"num": ([1.0, 4.0], [1.0, 16.0])}, side="n") + curves({"den": ([2.0, 3.0], [4.0, 9.0])}, side="d"))
+    df = tidy(curves({"num": ([1.0, 4.0], [1.0, 16.0])}, side="n")
+              + curves({"den": ([2.0, 3.0], [4.0, 9.0])}, side="d"))
     check = {"kind": "ratio", "numerator": {"side": "n"}, "denominator": {"side": "d"}, "min": 0.99, "max": 1.01}
     v, num = run(df, {**check, "interpolate": "loglog"})
     assert v == "pass" and num["points"] == 2  # x = 2, 3 (x = 1, 4 lie outside the denominator's range)
@@ -809,7 +811,8 @@ def test_bounds_min_points_per_group():
     df = tidy(rows)
     check = {"kind": "bounds", "upper": 1, "upper_strict": True, "min_points": 3, "group_by": ["panel"]}
     verdict, numbers = run(df, check)
-    assert verdict == "fail" and numbers["groups"]["a"]["verdict"] == "pass" and numbers["groups"]["b"]["verdict"] == "fail"
+    assert verdict == "fail" and numbers["groups"]["a"]["verdict"] == "pass"
+    assert numbers["groups"]["b"]["verdict"] == "fail"
     assert run(df, {**check, "min_group_share": 0.5})[0] == "pass"
     assert run(df, {**check, "select": {"panel": "a"}})[0] == "pass"
 
@@ -817,9 +820,11 @@ def test_bounds_min_points_per_group():
 def test_compare_at_first_and_last_and_min_groups():
     rows = []
     for panel, (a, b) in {"p": ([1, 2, 3], [2, 3, 2]), "q": ([1, 2, 3], [0, 1, 4])}.items():
-        rows += curves({"A": ([1, 2, 3], a, {"panel": panel, "alg": "A"}), "B": ([1, 2, 3], b, {"panel": panel, "alg": "B"})})
+        rows += curves({"A": ([1, 2, 3], a, {"panel": panel, "alg": "A"}),
+                        "B": ([1, 2, 3], b, {"panel": panel, "alg": "B"})})
     df = tidy(rows)
-    first = {"kind": "compare", "left": {"alg": "A"}, "right": {"alg": "B"}, "op": "<", "at": "first", "group_by": ["panel"]}
+    first = {"kind": "compare", "left": {"alg": "A"}, "right": {"alg": "B"}, "op": "<", "at": "first",
+             "group_by": ["panel"]}
     v, n = run(df, first)
     assert v == "fail" and n["groups"]["p"]["verdict"] == "pass" and n["groups"]["q"]["verdict"] == "fail"
     assert run(df, {**first, "min_groups": 1})[0] == "pass"
@@ -866,13 +871,15 @@ def test_tol_counts_for_makes_points_within_the_tolerance_pass():
     nloc = [0.203, 0.172, 0.155, 0.146, 0.141, 0.139]
     eps = [0.75, 1.5, 3, 6, 12, 18]
     df = tidy(curves({"nMB": (eps, nmb, {"alg": "nmb"}), "nLoc": (eps, nloc, {"alg": "nloc"})}))
-    check = {"kind": "compare", "left": {"alg": "nmb"}, "right": {"alg": "nloc"}, "op": "<=", "tol": 0.005, "min_points": 4}
+    check = {"kind": "compare", "left": {"alg": "nmb"}, "right": {"alg": "nloc"}, "op": "<=", "tol": 0.005,
+             "min_points": 4}
     assert run(df, check)[0] == "inconclusive"
     assert run(df, {**check, "tol_counts": "inconclusive"})[0] == "inconclusive"
     verdict, numbers = run(df, {**check, "tol_counts": "for"})
     assert verdict == "pass" and numbers["within_tol"] == 6 and numbers["groups"]["all"]["satisfied"] == 6
     # a point within the tolerance on the wrong side passes too; beyond it still fails
-    worse = tidy(curves({"nMB": (eps, [v + 0.006 for v in nloc], {"alg": "nmb"}), "nLoc": (eps, nloc, {"alg": "nloc"})}))
+    worse = tidy(curves({"nMB": (eps, [v + 0.006 for v in nloc], {"alg": "nmb"}),
+                         "nLoc": (eps, nloc, {"alg": "nloc"})}))
     assert run(worse, {**check, "tol": 0.007, "tol_counts": "for"})[0] == "pass"
     assert run(worse, {**check, "tol_counts": "for"})[0] == "fail"
 
@@ -881,7 +888,8 @@ def test_tol_counts_for_in_eventually_monotone_order_and_bounds():
     df = tidy(curves({"A": (X, [5, 4, 2, 1.002, 1.001], {"alg": "A"}), "B": (X, [1, 1, 1, 1, 1], {"alg": "B"})}))
     ev = {"kind": "eventually", "left": {"alg": "A"}, "right": {"alg": "B"}, "op": "<=", "tol": 0.005}
     verdict, numbers = run(df, ev)
-    assert verdict == "inconclusive" and numbers["from_x"]["all"]["x0"] == 4.0 and numbers["from_x"]["all"]["x0_clear"] is None
+    assert verdict == "inconclusive" and numbers["from_x"]["all"]["x0"] == 4.0
+    assert numbers["from_x"]["all"]["x0_clear"] is None
     verdict, numbers = run(df, {**ev, "tol_counts": "for"})
     assert verdict == "pass" and numbers["from_x"]["all"]["x0"] == 4.0
     mono = {"kind": "monotone", "direction": "decreasing", "strict": False, "tol": 0.005, "select": {"alg": "A"}}
@@ -906,7 +914,8 @@ LONG_FLOAT = re.compile(r"\d\.\d{5,}")  # a number printed with more than 4 deci
 
 def _lowy_like():
     eps = [0.75, 1.5, 3, 6, 12, 18]
-    rows = curves({"ISRL-DP MB-SGD": (eps, [0.9, 0.8, 0.680, 0.5, 0.4, 0.35], {"algorithm": "noisy_mb_sgd", "se": 0.001}),
+    rows = curves({"ISRL-DP MB-SGD": (eps, [0.9, 0.8, 0.680, 0.5, 0.4, 0.35],
+                                      {"algorithm": "noisy_mb_sgd", "se": 0.001}),
                    "Local SGD": (eps, [0.621] * 6, {"algorithm": "local_sgd", "se": 0.001})})
     return tidy(rows)
 
@@ -954,8 +963,8 @@ def test_reasons_name_x_by_a_column_equal_to_x():
     df = tidy(curves({"RDP": ([1, 32, 64], [2.85, 3267.3, 20107.0], {"conversion": "rdp"})}))
     df["k"] = df["x"]
     assert claims.x_name_of(df) == "k" and claims.x_name_of(tidy(curves({"A": (X, X)}))) == "x"
-    out = evaluate(df, [claim({"kind": "near", "select": {"conversion": "rdp"}, "x": 32, "target": 2100, "rel_tol": 0.05})],
-                   "analytic", x_name=claims.x_name_of(df))[0]
+    near = {"kind": "near", "select": {"conversion": "rdp"}, "x": 32, "target": 2100, "rel_tol": 0.05}
+    out = evaluate(df, [claim(near)], "analytic", x_name=claims.x_name_of(df))[0]
     assert out["reason"] == ("fails: at k = 32, RDP is 3,267 vs the paper's 2,100 (relative error 55.6% > 5%)")
 
 

@@ -37,13 +37,13 @@ CLAIMS = [
                  "tol_counts": "for"}]},
 ]
 CROSS = {"id": "C-D4", "figures": ["fig1", "fig2"], "claim": "A beats B at the smallest ε in most panels",
-         "checks": [{"kind": "compare", "left": {"algorithm": "a"}, "right": {"algorithm": "b"}, "op": "<", "at": "first",
-                     "group_by": ["panel"], "min_group_share": 0.5, "tol": 0.01, "tol_counts": "for"}]}
+         "checks": [{"kind": "compare", "left": {"algorithm": "a"}, "right": {"algorithm": "b"}, "op": "<",
+                     "at": "first", "group_by": ["panel"], "min_group_share": 0.5, "tol": 0.01, "tol_counts": "for"}]}
 
 
 def table(figure: str, a: list[float], b: list[float]) -> pd.DataFrame:
-    rows = [{"paper": PAPER, "figure": figure, "panel": "a", "curve": name, "x": x, "y": y, "algorithm": alg, "se": 0.001}
-            for name, alg, ys in (("Method A", "a", a), ("Method B", "b", b)) for x, y in zip(EPS, ys)]
+    rows = [{"paper": PAPER, "figure": figure, "panel": "a", "curve": name, "x": x, "y": y, "algorithm": alg,
+             "se": 0.001} for name, alg, ys in (("Method A", "a", a), ("Method B", "b", b)) for x, y in zip(EPS, ys)]
     return pd.DataFrame(rows)
 
 
@@ -78,7 +78,8 @@ def built(tmp_path_factory) -> Path:
     """A project folder with fig1 in both modes (the default fails C-D1, the authors' code passes it: a documented
     difference), fig2 at reduced scale (C-D1 inconclusive), a claim over both figures, and the report."""
     root = tmp_path_factory.mktemp("report")
-    fig1_ac = write_figure(root, "fig1", "authors-code", table("fig1", [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]), CLAIMS)
+    fig1_ac = write_figure(root, "fig1", "authors-code", table("fig1", [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]),
+                           CLAIMS)
     ac_claims = str(root / paths.figure_dir(PAPER, "fig1", "authors-code") / "claims.json")
     fig1 = write_figure(root, "fig1", "none", table("fig1", [0.9, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]), CLAIMS,
                         other=[ac_claims])
@@ -159,7 +160,8 @@ def test_claims_json_has_reason_and_cause(built):
     d = built / paths.figure_dir(PAPER, "fig1", "none")
     c = {x["id"]: x for x in json.loads((d / "claims.json").read_text())["claims"]}
     assert c["C-D1"]["verdict"] == "fail" and c["C-D1"]["cause"] == "documented-difference"
-    assert c["C-D1"]["reason"] == "fails: at ε = 0.5, Method A 0.900 vs Method B 0.600, difference 0.300 > tolerance 0.0100"
+    assert c["C-D1"]["reason"] == ("fails: at ε = 0.5, Method A 0.900 vs Method B 0.600, difference 0.300 > "
+                                   "tolerance 0.0100")
     assert "authors-code variant passes" in c["C-D1"]["cause_text"] and "D1" in c["C-D1"]["cause_text"]
     assert c["C-D1"]["other_mode"] == {"mode": "authors-code", "verdict": "pass"}
     assert c["C-D2"]["verdict"] == "pass" and c["C-D2"]["cause"] is None

@@ -99,7 +99,8 @@ class FigureDef:
     def __post_init__(self):
         if (self.kind == "experiment") != (self.layout is not None) or (self.layout is None) != (self.cell is None):
             raise ValueError(f"FigureDef(table={self.table!r}): an experiment figure has a layout and a cell, an "
-                             f"analytic figure neither (kind {self.kind!r}, layout {self.layout!r}, cell {self.cell!r})")
+                             f"analytic figure neither (kind {self.kind!r}, layout {self.layout!r}, "
+                             f"cell {self.cell!r})")
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ This module re-exports their public names (and `_crossing`, which the tests use)
 
 from __future__ import annotations
 
-from dpfl.claims.checks import CHECKS, _crossing
+from dpfl.claims.checks import CHECKS, _crossing  # noqa: F401  (_crossing: for the tests)
 from dpfl.claims.reasons import (
     NOT_OP,
     OP_TEXT,

@@ -167,8 +167,9 @@ def _check_monotone(df, c):
         if len(steps) and steps.min() < worst:
             i = int(np.argmin(steps))
             worst, out["worst_group"] = float(steps[i]), name
-            out["worst_step"] = {"group": _group_label(g, group_by, d), "from_x": float(xs[i]), "to_x": float(xs[i + 1]),
-                                 "from_y": float(y[i]), "to_y": float(y[i + 1]), "step": float(steps[i])}
+            out["worst_step"] = {"group": _group_label(g, group_by, d), "from_x": float(xs[i]),
+                                 "to_x": float(xs[i + 1]), "from_y": float(y[i]), "to_y": float(y[i + 1]),
+                                 "step": float(steps[i])}
     out["min_step"] = None if worst == np.inf else worst
     return _verdict(out["violations"], 0 if counts_for else out["within_tol"]), out
 
@@ -191,7 +192,8 @@ def _check_bounds(df, c):
     ok = ~np.isnan(v)
     near = np.zeros(len(d), bool)
     inside = np.full(len(d), np.inf)  # the smaller margin of the two sides (> 0: inside)
-    out = {"points": len(d), "min": float(np.nanmin(v)), "max": float(np.nanmax(v)), "curve": _label(d, c.get("select"))}
+    out = {"points": len(d), "min": float(np.nanmin(v)), "max": float(np.nanmax(v)),
+           "curve": _label(d, c.get("select"))}
     for side, key, strict_key in ((_side(d, c.get("lower")), "lower", "lower_strict"),
                                   (_side(d, c.get("upper")), "upper", "upper_strict")):
         if side is None:
@@ -248,7 +250,8 @@ def _check_ratio(df, c):
     labels = {"numerator_curve": _label(num, c["numerator"]), "denominator_curve": _label(den, c["denominator"])}
     how = c.get("interpolate", "none")
     xs = np.union1d(num["x"], den["x"]) if how != "none" else np.intersect1d(num["x"], den["x"])
-    all_num, all_den = select(df, {**c.get("select", {}), **c["numerator"]}), select(df, {**c.get("select", {}), **c["denominator"]})
+    all_num = select(df, {**c.get("select", {}), **c["numerator"]})
+    all_den = select(df, {**c.get("select", {}), **c["denominator"]})
     ratio = _curve_at(all_num, xs, col, how) / _curve_at(all_den, xs, col, how)
     keep = np.isfinite(ratio)
     xs, ratio = xs[keep], ratio[keep]
@@ -277,7 +280,8 @@ def _check_successive_ratio(df, c):
            "min": c["min"], "violations": int(bad.sum()), "curve": _label(d, c.get("select"))}
     if len(ratios):
         i = int(np.argmin(ratios))
-        out["smallest"] = {"from_x": float(d["x"].iloc[i]), "to_x": float(d["x"].iloc[i + 1]), "ratio": float(ratios[i])}
+        out["smallest"] = {"from_x": float(d["x"].iloc[i]), "to_x": float(d["x"].iloc[i + 1]),
+                           "ratio": float(ratios[i])}
     return ("fail" if bad.any() else "pass"), out
 
 

@@ -71,7 +71,8 @@ def _point_text(p: dict, c: dict, left: str, right: str, x_name: str, how: str) 
     if how == "closest":
         return f"{_at(p['at'], x_name)}: {fmt(p['left'])} vs {fmt(p['right'])}"
     if c["op"] == "abs<=":
-        return text + f", |difference| {fmt(diff)} > {fmt_cfg(c['max_diff'])}" + (f" + tolerance {fmt(tol)}" if tol else "")
+        return (text + f", |difference| {fmt(diff)} > {fmt_cfg(c['max_diff'])}"
+                + (f" + tolerance {fmt(tol)}" if tol else ""))
     if tol:
         return text + f", difference {fmt(diff)} > tolerance {fmt(tol)}"
     return text + f", so {left} {NOT_OP[c['op']]} {right}"
@@ -155,7 +156,8 @@ def _reason_eventually(c, verdict, n, x_name):
         elif g["verdict"] == "inconclusive":
             clear = (f"clearly only from {x_name} = {fmt_x(g['x0_clear'])} on" if g.get("x0_clear") is not None
                      else f"never clearly, even at the largest {x_name}")
-            parts.append(f"{who}{rel} holds from {x_name} = {fmt_x(g['x0'])} on only inside the tolerance band ({clear})")
+            parts.append(f"{who}{rel} holds from {x_name} = {fmt_x(g['x0'])} on only inside the tolerance band "
+                         f"({clear})")
         else:
             p = g["at_largest"]
             parts.append(f"{who}{rel} fails even at the largest {x_name}: "
@@ -191,13 +193,14 @@ def _reason_monotone(c, verdict, n, x_name):
     way = {("decreasing", True): "decreasing", ("decreasing", False): "non-increasing",
            ("increasing", True): "increasing", ("increasing", False): "non-decreasing"}[(c["direction"], strict)]
     tol = c.get("tol", 0.0)
-    head = f"{n.get('curves', 'the curves')} {way} in {x_name}" + (" within the tolerance" if tol and _tol_for(c) else "")
+    head = (f"{n.get('curves', 'the curves')} {way} in {x_name}"
+            + (" within the tolerance" if tol and _tol_for(c) else ""))
     w = n.get("worst_step")
     if w is None:
         return head + ": nothing to compare"
     move = (w["to_y"] - w["from_y"])
-    step = f"{w['group']} {'rises' if move > 0 else 'falls'} by {fmt(abs(move))} from {x_name} = {fmt_x(w['from_x'])} " \
-           f"to {fmt_x(w['to_x'])} ({fmt(w['from_y'])} → {fmt(w['to_y'])})"
+    step = (f"{w['group']} {'rises' if move > 0 else 'falls'} by {fmt(abs(move))} from {x_name} = "
+            f"{fmt_x(w['from_x'])} to {fmt_x(w['to_x'])} ({fmt(w['from_y'])} → {fmt(w['to_y'])})")
     every = {1: "", 2: " (both curves)"}.get(n["groups"], f" (all {n['groups']} curves)")
     if verdict == "pass":
         if w["step"] < 0:
@@ -237,8 +240,8 @@ def _reason_bounds(c, verdict, n, x_name):
         g = next(iter(per.values()))
         if verdict == "pass":
             return f"{rel} {count(g)}"
-        return f"{rel} {count(g, only=True)}" + (f", {g['within_tol']} more within the tolerance" if g["within_tol"] else "") \
-            + f"; {worst(g)}"
+        return (f"{rel} {count(g, only=True)}"
+                + (f", {g['within_tol']} more within the tolerance" if g["within_tol"] else "") + f"; {worst(g)}")
     shared = "min_group_share" in c or "min_groups" in c
     if verdict == "pass":
         fewest = min(per.values(), key=lambda g: g["satisfied"])

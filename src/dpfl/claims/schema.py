@@ -42,7 +42,8 @@ CHECK_KEYS: dict[str, CheckKeys] = {
     "successive_ratio": CheckKeys(("min",), _ROWS),
     "crossing": CheckKeys(("first", "second"), (*_ROWS, "match_on", "line")),
     "eventually": CheckKeys(("left", "right", "op"),
-                            (*_ROWS, "match_on", "at", "factor", "max_diff", "tol", "tol_se", "tol_counts", "group_by")),
+                            (*_ROWS, "match_on", "at", "factor", "max_diff", "tol", "tol_se", "tol_counts",
+                             "group_by")),
     "mean_relative_gap": CheckKeys(("left", "right", "min"), (*_ROWS, "match_on", "at")),
     "slope": CheckKeys((), (*_ROWS, "min", "max", "group_by"), at_least_one=("min", "max")),
 }
@@ -74,7 +75,8 @@ KEY_SCHEMAS: dict[str, dict] = {
     "min_groups": {"type": "integer", "minimum": 1, "description": "with group_by: number of groups that must pass"},
     "tol_se": {"type": "boolean", "description": "tolerance at least the standard error of the difference (column se)"},
     "factor": {"type": "number", "description": "compare: the right side is multiplied by this"},
-    "offset": {"type": "number", "description": "compare: then this is added to the right side (e.g. −0.05: 'below right − 0.05')"},
+    "offset": {"type": "number",
+               "description": "compare: then this is added to the right side (e.g. −0.05: 'below right − 0.05')"},
     "direction": {"enum": ["increasing", "decreasing"]},
     "strict": {"type": "boolean"},
     "lower": {"type": ["number", "string"], "description": "a number or a column name"},
@@ -85,10 +87,11 @@ KEY_SCHEMAS: dict[str, dict] = {
     "target": {"type": "number"},
     "rel_tol": {"type": "number", "minimum": 0},
     "tol": {"type": "number", "minimum": 0,
-            "description": "absolute tolerance: a point within it is inconclusive (or satisfies the claim, tol_counts: for)"},
+            "description": "absolute tolerance: a point within it is inconclusive (or satisfies the claim, "
+                           "tol_counts: for)"},
     "tol_counts": {"enum": ["inconclusive", "for"],
-                   "description": "how a point within the tolerance counts: inconclusive (default: a comparison written "
-                                  "without '+ tol') | for (it satisfies the claim: the spec's 'X ≤ Y + tol')"},
+                   "description": "how a point within the tolerance counts: inconclusive (default: a comparison "
+                                  "written without '+ tol') | for (it satisfies the claim: the spec's 'X ≤ Y + tol')"},
     "min": {"type": "number"},
     "max": {"type": "number"},
     "interpolate": {"enum": ["none", "linear", "loglog"]},

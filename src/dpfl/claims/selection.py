@@ -149,7 +149,8 @@ def _label(d: pd.DataFrame, selector: dict | None = None) -> str:
 
 
 def _selector_text(selector: dict | None) -> str:
-    return ", ".join(f"{k} = {'/'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in (selector or {}).items())
+    return ", ".join(f"{k} = {'/'.join(map(str, v)) if isinstance(v, list) else v}"
+                     for k, v in (selector or {}).items())
 
 
 def _group_key(name) -> str:

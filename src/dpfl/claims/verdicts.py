@@ -129,7 +129,8 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
             text += f" ({_reductions_text(scale, reductions)})"
         return "documented-difference", text
     if reductions:
-        return "reduced-scale", f"{_reductions_text(scale, reductions)}; a reduced-scale verdict is not the paper-scale result"
+        return "reduced-scale", (f"{_reductions_text(scale, reductions)}; a reduced-scale verdict is not the "
+                                 f"paper-scale result")
     return "not-reproduced", CAUSES["not-reproduced"] + (f" (scale '{scale}')" if scale else "")
 
 
