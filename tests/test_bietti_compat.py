@@ -172,7 +172,8 @@ def test_excess_risk_per_coordinate_and_end_rows():
     assert (final["quantity"] == "excess_risk").all() and final["y"].iloc[0] == pytest.approx(best)
     # runs ending at different rounds (B1/B5) compare at their own ends
     r = pd.DataFrame({"level": ["1", "1", "1"], "a": [1.0] * 3, "eta": [0.1, 0.2, 0.2], "seed": [0] * 3,
-                      "round": [8, 9, 5], "accuracy": [0.5, 0.7, 0.9], "end": [True, True, False], "eps": [1.0, 1.1, 0.7]})
+                      "round": [8, 9, 5], "accuracy": [0.5, 0.7, 0.9], "end": [True, True, False],
+                      "eps": [1.0, 1.1, 0.7]})
     e = end_rows(r)
     assert list(e["accuracy"]) == [0.5, 0.7] and (e["round"] == 9).all()
 
@@ -187,7 +188,8 @@ def test_fig2_takes_the_winning_runs_epsilon(tmp_path):
     runs = pd.concat(tables)
     for _, row in table[(table["window"] == "point") & (table["a"] > 0)].iterrows():
         won = runs[(runs["a"] == row["a"]) & (runs["eta"] == row["eta_best"]) & runs["end"]]
-        assert row["x"] == pytest.approx(float(won["eps"].iloc[0])) and row["y"] == pytest.approx(won["accuracy"].iloc[0])
+        assert row["x"] == pytest.approx(float(won["eps"].iloc[0]))
+        assert row["y"] == pytest.approx(won["accuracy"].iloc[0])
     assert math.isfinite(table[table["curve"] == "local only"]["y"].iloc[0])
 
 
@@ -207,6 +209,7 @@ def test_a_round_with_nobody_sampled_still_releases_noise():
     assert torch.allclose(W, torch.full_like(W, -0.5 / 1.0 * 2.0 * 0.5))  # −η_w/(qN)·σC·ξ
     sp = SparseTask.from_arrays(sparse_arrays([12, 9], [1, 1]), 2, 0.1, DT, "cpu")
     sb = SparseUserStreams(sp, 5, 0.0, np.random.default_rng(0)).next_batch()
-    state = SparseState.zeros(sp.dim, sp.classes, sp.theta_rows(), gt, clip=0.5, q=0.5, n_users=2, dtype=DT, device="cpu")
+    state = SparseState.zeros(sp.dim, sp.classes, sp.theta_rows(), gt, clip=0.5, q=0.5, n_users=2, dtype=DT,
+                              device="cpu")
     sparse_round(state, sb, gt, clip=0.5, q=0.5, n_users=2, xi=torch.ones(sp.dim, sp.classes, dtype=DT))
     assert torch.allclose(state.weights(), torch.full((1, sp.dim, sp.classes), -0.5, dtype=DT))
