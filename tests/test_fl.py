@@ -10,8 +10,8 @@ import torch
 
 from dpfl.fl.data import SiloData, pad
 from dpfl.fl.device import DeviceError, resolve_device
-from dpfl.fl.engine import (Divergence, Evaluation, FreezeNonFinite, IterateAverage, NoFreeze, RoundRule, progress_rounds,
-                            run_rounds)
+from dpfl.fl.engine import (Divergence, Evaluation, FreezeNonFinite, IterateAverage, NoFreeze, RoundRule,
+                            progress_rounds, run_rounds)
 from dpfl.fl.aggregate import clip_updates
 from dpfl.fl.gradients import FlatModel, per_example_grads
 from dpfl.models.glm import GLM
@@ -61,9 +61,11 @@ def test_torch_twins_match_the_numpy_reference(kind):
     model, X, y, W = glm_data(kind, n=9)
     Wb = np.stack([W, 2 * W, -W])  # three runs
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
-    np.testing.assert_allclose(model.residual_t(torch.from_numpy(X @ W), yt).numpy(), model.residual(X @ W, y), rtol=1e-12)
+    np.testing.assert_allclose(model.residual_t(torch.from_numpy(X @ W), yt).numpy(), model.residual(X @ W, y),
+                               rtol=1e-12)
     batch = torch.from_numpy(Wb).permute(1, 0, 2)[None]  # (reps=1, d, G=3, C)
-    np.testing.assert_allclose(model.mean_loss_t(Xt, yt, batch).numpy()[0], [model.loss(X, y, w) for w in Wb], rtol=1e-12)
+    np.testing.assert_allclose(model.mean_loss_t(Xt, yt, batch).numpy()[0], [model.loss(X, y, w) for w in Wb],
+                               rtol=1e-12)
 
 
 # ------------------------------------------------------------------------------------------ the round loop

@@ -330,8 +330,8 @@ def test_dp_sgd_matches_a_plain_loop(kind):
     tape = {p: [] for p in range(len(records))}
     out = torch.empty_like(theta)
     for b in buckets:
-        out[b.pairs] = dp_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, clip=clip, noise_std=sigma * clip,
-                              gen=gen)
+        out[b.pairs] = dp_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, clip=clip,
+                              noise_std=sigma * clip, gen=gen)
         draw_dp(ref_gen, b.pairs.tolist(), SIZES, b.mask.shape[1], epochs, batch, fm.dim, tape)
     for p, (X, y) in enumerate(records):
         want = ref_dp_sgd(template, kind, theta[p], *tensors(X, y), tape[p], lr, clip, sigma,
@@ -357,8 +357,9 @@ def drop_mask(shape, gen):
 
 
 def test_dropout_masks_come_from_the_generator_in_order():
-    """Dropout masks are drawn from the one generator (local_sgd: after the epoch keys, if any, one per step; dp_sgd: between
-    the Poisson draw and the noise; mean_grads: one per call) and applied row by row, as a plain loop replays them."""
+    """Dropout masks are drawn from the one generator (local_sgd: after the epoch keys, if any, one per step; dp_sgd:
+    between the Poisson draw and the noise; mean_grads: one per call) and applied row by row, as a plain loop replays
+    them."""
     batch, epochs, lr, clip, sigma = 4, 2, 0.3, 0.5, 0.8
     template = _seeded(TinyDropMLP, 4)
     fm = FlatModel(template, "ce")
@@ -371,8 +372,8 @@ def test_dropout_masks_come_from_the_generator_in_order():
     for b in buckets:
         pairs, n_pad = b.pairs.tolist(), b.mask.shape[1]
         out_sgd[b.pairs] = local_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, gen=gen)
-        out_dp[b.pairs] = dp_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, clip=clip, noise_std=sigma * clip,
-                                 gen=gen)
+        out_dp[b.pairs] = dp_sgd(fm, theta[b.pairs], b, epochs=epochs, batch=batch, lr=lr, clip=clip,
+                                 noise_std=sigma * clip, gen=gen)
         out_g[b.pairs] = mean_grads(fm, theta[b.pairs], b, gen)
         # replay: local_sgd
         out_ref = {}
@@ -824,7 +825,8 @@ def test_poisson_sampling_rate_is_q():
     X, y = np.zeros((n, 4)), np.zeros(n)  # every row's gradient is (0, σ(b)) = (0, 1/2) at θ = 0
     b = to64(make_buckets([(X, y)] * P, batch, "cpu"))[0]
     theta = torch.zeros((P, fm.dim), dtype=DT)
-    out = dp_sgd(fm, theta, b, epochs=1, batch=batch, lr=lr, clip=1e6, noise_std=0.0, gen=torch.Generator().manual_seed(9))
+    out = dp_sgd(fm, theta, b, epochs=1, batch=batch, lr=lr, clip=1e6, noise_std=0.0,
+                 gen=torch.Generator().manual_seed(9))
     taken = -out[:, -1] * 3 / (0.5 * lr)  # rows taken over the 3 steps, per pair
     assert torch.allclose(taken, taken.round(), atol=1e-3)
     q = 1 / 3

@@ -96,7 +96,8 @@ def test_reference_weighting_does_the_published_codes_exponentiations(monkeypatc
     half = server.public.n.bit_length() // 2
     calls = []
     real = phe.paillier.powmod
-    monkeypatch.setattr(phe.paillier, "powmod", lambda b, e, m: calls.append(int(e).bit_length() > half) or real(b, e, m))
+    monkeypatch.setattr(phe.paillier, "powmod",
+                        lambda b, e, m: calls.append(int(e).bit_length() > half) or real(b, e, m))
     sizes = [3, 2]  # two parameter tensors
     for s in silos:
         calls.clear()
@@ -241,7 +242,8 @@ def test_the_weights_are_kept_across_rounds_only_while_the_histograms_are_unchan
     enc_inv = server.inverse_weights({s.index: s.blinded_histogram(sampled[s.index], 2) for s in silos})
     calls.clear()
     msgs = {s.index: s.weighted_message(sampled[s.index], clipped[s.index], noise[s.index], enc_inv, 2) for s in silos}
-    np.testing.assert_allclose(server.aggregate(msgs), plaintext(sampled, clipped, noise).sum(0), rtol=1e-8, atol=1e-9)  # P = 1e-10 per encoded term
+    # P = 1e-10 per encoded term
+    np.testing.assert_allclose(server.aggregate(msgs), plaintext(sampled, clipped, noise).sum(0), rtol=1e-8, atol=1e-9)
     assert len(calls) == int((sampled > 0).sum())
 
 

@@ -53,7 +53,8 @@ def load_run_data(dataset: str, prepared: dict, alloc: dict) -> dict:
         Xtr, ytr, Xte, yte = X[rec], y[rec], X[test], y[test]
     else:
         raise ValueError(f"kato2024 has no task for dataset {dataset!r}; known: {', '.join(TASKS)}")
-    return {"X": np.asarray(Xtr[keep], np.float32), "y": ytr[keep].astype(np.float32 if dataset == "tcga_brca" else np.int64),
+    y_type = np.float32 if dataset == "tcga_brca" else np.int64
+    return {"X": np.asarray(Xtr[keep], np.float32), "y": ytr[keep].astype(y_type),
             "silo": alloc["silo"][keep], "user": alloc["user"][keep],
             "X_test": np.asarray(Xte, np.float32), "y_test": yte}
 
@@ -94,8 +95,8 @@ def evaluate(fm, theta, X_test, y_test, metric: str, eval_batch: int) -> list[di
             n = len(X)
             if fm.coupled:  # Cox: a batch's rows share one loss
                 mask = torch.ones(n, dtype=torch.bool, device=X.device)
-                losses = [fm.batch_loss_from_outputs(out[a: a + eval_batch], y[a: a + eval_batch], mask[a: a + eval_batch])
-                          for a in range(0, n, eval_batch)]
+                losses = [fm.batch_loss_from_outputs(out[a: a + eval_batch], y[a: a + eval_batch],
+                                                     mask[a: a + eval_batch]) for a in range(0, n, eval_batch)]
                 loss, batch_sum = float(fm.batch_loss_from_outputs(out, y, mask)), float(torch.stack(losses).sum())
             else:  # per-row losses once; the batch means are means over consecutive blocks
                 per_row = fm.row_losses(out, y)
@@ -169,7 +170,8 @@ class SecureRounds(RoundRule, Evaluation):
     def __init__(self, fed, fm, hyper, *, noise_std: float, batch: int, gen, server, silos: list, reference: bool,
                  optimizer: str):
         self.fed, self.fm, self.hyper, self.server, self.silos = fed, fm, hyper, server, silos
-        self.noise_std, self.batch, self.gen, self.reference, self.optimizer = noise_std, batch, gen, reference, optimizer
+        self.noise_std, self.batch, self.gen = noise_std, batch, gen
+        self.reference, self.optimizer = reference, optimizer
         self.state: dict = {}  # secure_round's across the rounds of the run (-w: the blinded histograms)
         self.last: dict = {}
 
@@ -177,9 +179,9 @@ class SecureRounds(RoundRule, Evaluation):
         from dpfl.papers.kato2024.secure import secure_round
 
         fed, times = self.fed, {}
-        new, plain = secure_round(theta, fed, self.fm, self.hyper, noise_std=self.noise_std, batch=self.batch, gen=self.gen,
-                                  server=self.server, silos=self.silos, round_=t, reference=self.reference,
-                                  optimizer=self.optimizer, times=times, state=self.state)
+        new, plain = secure_round(theta, fed, self.fm, self.hyper, noise_std=self.noise_std, batch=self.batch,
+                                  gen=self.gen, server=self.server, silos=self.silos, round_=t,
+                                  reference=self.reference, optimizer=self.optimizer, times=times, state=self.state)
         got = (new - theta).numpy() / (self.hyper.eta_g / (fed.n_users * fed.n_silos))
         self.last = {"decrypted_rel_err": float(np.max(np.abs(got - plain)) / max(np.max(np.abs(plain)), 1e-300)),
                      "phases": times, "full_exponentiations": [silo.full_exponentiations for silo in self.silos]}
