@@ -40,8 +40,6 @@ IMPLEMENTATIONS = ("fast", "reference")
 PHASES = ("key exchange", "blinded histogram", "local training", "aggregation")
 #: the phases that run every round (the others once per run of -w)
 PER_ROUND = ("local training", "aggregation")
-#: Fig 11's datasets: their model and loss (as the training figures, dpfl.papers.kato2024.cell.TASKS)
-MODELS = {"heart_disease": ("heart_logistic", "bce"), "tcga_brca": ("tcga_cox", "cox")}
 
 
 # ------------------------------------------------------------------------------------------------ layout
@@ -218,7 +216,7 @@ def run_cell(job, inputs: dict, log):
     from dpfl.fl.gradients import FlatModel
     from dpfl.io import Progress
     from dpfl.models.nets import build_model
-    from dpfl.papers.kato2024.cell import SecureRounds, Streams, load_run_data
+    from dpfl.papers.kato2024.cell import TASKS, SecureRounds, Streams, load_run_data
     from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
     from dpfl.papers.kato2024.secure import Server, Silo, key_exchange, user_masks
     from dpfl.papers.kato2024.uldp import AvgRound, Federation
@@ -234,7 +232,7 @@ def run_cell(job, inputs: dict, log):
         panel = p["panel"]
         setting, dataset = panel["id"], panel["dataset"]
         S, U, B = int(panel["silos"]), int(panel["users"]), int(panel["batch"])
-        model, loss = MODELS[dataset]
+        model, loss = TASKS[dataset]["model"], TASKS[dataset]["loss"]  # as the training figures
         prepared = dict(np.load(inputs["prepared"][dataset], allow_pickle=False))
         meta = {"panel": setting, "dataset": dataset, "distribution": panel["distribution"]}
     else:
