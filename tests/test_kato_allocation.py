@@ -292,3 +292,21 @@ def test_allocate_dispatches():
 def test_bad_inputs_raise_clear_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# ---------------------------------------------------------------- instance names
+
+def test_an_allocation_instance_name_round_trips_and_is_spelled_once():
+    from dpfl.papers.kato2024.allocation import AllocationInstance, parse_instance
+    from dpfl.papers.kato2024.layout import seed_allocation
+    from dpfl.papers.kato2024.protocol import panel_allocation
+
+    inst = AllocationInstance.parse("zipf-noniid-U1000-S5-seed3")
+    assert inst == AllocationInstance("zipf-noniid", 1000, 5, 3) and inst.name == "zipf-noniid-U1000-S5-seed3"
+    assert parse_instance(inst.name) == {"distribution": "zipf-noniid", "users": 1000, "silos": 5, "seed": 3}
+    panel = {"id": "a", "distribution": "zipf", "users": 100, "silos": 5}
+    assert seed_allocation({"allocation": "mnist"}, panel, 2) == "kato2024-mnist/zipf-U100-S5-seed2"
+    assert panel_allocation({**panel, "allocation": "heart_disease"}, 0) == "kato2024-heart_disease/zipf-U100-S5-seed0"
+    for bad in ("zipf-U0-S5-seed0", "dirichlet-U10-S5-seed0", "zipf-U10-S5"):
+        with pytest.raises(ValueError, match="allocation instance"):
+            AllocationInstance.parse(bad)

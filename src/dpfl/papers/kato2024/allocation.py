@@ -30,6 +30,7 @@ is a §10 difference, so there is no `compat` switch here):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 
 import numpy as np
@@ -339,24 +340,53 @@ _INSTANCE = re.compile(r"^(?P<distribution>uniform|zipf|zipf-iid|zipf-noniid)-U(
                        r"-seed(?P<seed>[0-9]+)$")
 
 
+@dataclasses.dataclass(frozen=True)
+class AllocationInstance:
+    """One allocation of a seeded family: its distribution, U, S and the seed index of a run; its name
+    "<distribution>-U<U>-S<S>-seed<k>" (e.g. zipf-U1000-S5-seed0) is spelled here only (`name`, `parse`)."""
+
+    distribution: str
+    users: int
+    silos: int
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.distribution}-U{self.users}-S{self.silos}-seed{self.seed}"
+
+    def of_family(self, family: str) -> str:
+        """The configured allocation this instance is of a paper file's `allocations:` family
+        ("kato2024-<family>/<name>", read by dpfl.config.ProjectConfig.allocation)."""
+        return f"kato2024-{family}/{self.name}"
+
+    @classmethod
+    def of_panel(cls, panel: dict, seed: int) -> AllocationInstance:
+        """A figure panel's allocation for one seed (the panel's distribution, users and silos)."""
+        return cls(panel["distribution"], int(panel["users"]), int(panel["silos"]), int(seed))
+
+    @classmethod
+    def parse(cls, name: str) -> AllocationInstance:
+        m = _INSTANCE.match(name)
+        if not m:
+            raise ValueError(f"allocation instance {name!r} is not <distribution>-U<users>-S<silos>-seed<k> with "
+                             f"distribution one of {', '.join(RECORD_KINDS)} (e.g. zipf-U1000-S5-seed0)")
+        d = m.groupdict()
+        out = cls(d["distribution"], int(d["users"]), int(d["silos"]), int(d["seed"]))
+        if out.users < 1 or out.silos < 1:
+            raise ValueError(f"allocation instance {name!r}: U and S must be ≥ 1")
+        return out
+
+
 def parse_instance(instance: str) -> dict:
-    """"zipf-U1000-S5-seed0" -> {distribution: zipf, users: 1000, silos: 5, seed: 0} (the seed index of a run)."""
-    m = _INSTANCE.match(instance)
-    if not m:
-        raise ValueError(f"allocation instance {instance!r} is not <distribution>-U<users>-S<silos>-seed<k> with "
-                         f"distribution one of {', '.join(RECORD_KINDS)} (e.g. zipf-U1000-S5-seed0)")
-    d = m.groupdict()
-    out = {"distribution": d["distribution"], "users": int(d["users"]), "silos": int(d["silos"]),
-           "seed": int(d["seed"])}
-    if out["users"] < 1 or out["silos"] < 1:
-        raise ValueError(f"allocation instance {instance!r}: U and S must be ≥ 1")
-    return out
+    """"zipf-U1000-S5-seed0" -> {distribution: zipf, users: 1000, silos: 5, seed: 0}: an instance's params (the
+    AllocationKind.instances hook)."""
+    return dataclasses.asdict(AllocationInstance.parse(instance))
 
 
 def _instance_name(params: dict) -> str:
     """"tcga_brca allocation zipf-U500-S6-seed0": the dataset and the instance, for error messages."""
-    return (f"{params['dataset']} allocation {params['distribution']}-U{params['users']}-S{params['silos']}"
-            f"-seed{params['seed']}")
+    instance = AllocationInstance(params["distribution"], params["users"], params["silos"], params["seed"])
+    return f"{params['dataset']} allocation {instance.name}"
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ allocation of every seed."""
 from __future__ import annotations
 
 from dpfl.figure import FigureLayout
-from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS
+from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS, AllocationInstance
 from dpfl.papers.kato2024.methods import BY_ID
 
 
@@ -37,9 +37,8 @@ def panel_of(params: dict, panel_id: str) -> dict:
 
 
 def seed_allocation(params: dict, panel: dict, seed: int) -> str:
-    """The allocation of one seed of a panel: "kato2024-<family>/<distribution>-U<U>-S<S>-seed<k>"."""
-    return (f"kato2024-{params['allocation']}/{panel['distribution']}-U{int(panel['users'])}-S{int(panel['silos'])}"
-            f"-seed{int(seed)}")
+    """The allocation of one seed of a panel of a figure whose panels share the figure's `allocation` family."""
+    return AllocationInstance.of_panel(panel, seed).of_family(params["allocation"])
 
 
 #: the distributions of spec §2 each dataset's allocation family supports

@@ -76,7 +76,10 @@ def parse_setting(setting: str) -> tuple[int, int]:
 
 
 def panel_allocation(panel: dict, seed: int) -> str:
-    return f"kato2024-{panel['allocation']}/{panel['distribution']}-U{int(panel['users'])}-S{int(panel['silos'])}-seed{int(seed)}"
+    """The allocation of one seed of a Fig 11 panel (each panel names its own `allocation` family)."""
+    from dpfl.papers.kato2024.allocation import AllocationInstance
+
+    return AllocationInstance.of_panel(panel, seed).of_family(panel["allocation"])
 
 
 class ProtocolLayout(FigureLayout):
