@@ -102,13 +102,17 @@ def dp_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, b
     """Opacus-semantics DP-SGD (record level) for every pair of the bucket, from θ (Pb, D): per pair with N records,
     q = 1/⌈N/B⌉ and ⌈N/B⌉ steps per epoch; each step samples every record with probability q, clips each
     per-example gradient at C, adds N(0, noise_std²) to the sum (Opacus: noise_std = σC for noise multiplier σ) and
-    divides by the expected batch size ⌊N·q⌋."""
+    divides by the expected batch size ⌊N·q⌋. A pair with no records takes no step and draws no noise (Opacus runs
+    zero steps on an empty dataset): it returns θ unchanged."""
     fm.module.eval()
     counts = bucket.counts.to(theta.dtype)
     q = 1.0 / torch.ceil(counts / batch).clamp(min=1)
     expected = torch.floor(counts * q).clamp(min=1)[:, None]
     theta = theta.clone()
-    active = active_pairs(bucket, batch)  # pairs with fewer steps per epoch are done: a prefix stays
+    # pairs with fewer steps per epoch are done: a prefix stays; the pairs are ordered by count, so the pairs with
+    # records are a prefix too, and those without are never in a step
+    holding = int((bucket.counts > 0).sum())
+    active = [k for k in (min(k, holding) for k in active_pairs(bucket, batch)) if k > 0]
     for _ in range(epochs):
         for k in active:
             idx, m = poisson_rows(bucket.counts[:k], q[:k], gen)

@@ -182,9 +182,13 @@ def epsilon_curves(method: UldpMethod, rounds: int, sigma: float, delta: float, 
         return nan, nan.copy()
     if method.family == "group":
         parts = []
-        for n in silo_records:
+        for n in silo_records:  # a silo whose bounding kept no record runs no step: it adds no RDP (spec §4)
+            if int(n) == 0:
+                continue
             acc = method.accounting(rounds=1, n_records=int(n), batch=batch, epochs=epochs, delta=delta)
             parts.append((acc.mechanism, acc.steps))
+        if not parts:
+            raise ValueError("ULDP-GROUP: no silo kept any record, so nothing is trained or released")
         nominal = group_epsilon_curve(parts, sigma, rounds, group_k, delta, orders=group_orders,
                                       parallel=group_parallel, conversion=group_conversion, every=5)
         k_up = 1 << max(0, int(group_k - 1).bit_length())
