@@ -111,10 +111,10 @@ class GridLayout(FigureLayout):
     def table_values(self, params: dict, table: str) -> dict[str, set]:
         """The setting columns of the tidy table (dpfl.papers.bietti2022.table). Fig 1 (one grid): one panel
         "σ = <σ>" per shown σ the grid ran (`sigma`), the shown levels it ran and the `best_of` groups with a shown
-        member (`level`; "" on the ε rows, present when a panel has σ > 0 and a level a > 0 ran), the quantity (the
-        metric's, and eps with the ε rows) and the windows. Fig 2: a panel per grid, its metric and gain_area, the
-        fixed curves, a level label per finite a > 0 (the private points, where σ > 0 ran), their σ and levels, and
-        the windows."""
+        member (`level`, by name: "0", "0.3", "inf", "small"; the ε rows' empty level reads back as missing), the
+        quantity (the metric's, and eps where a panel has σ > 0 and a level a > 0 ran) and the windows. Fig 2: a
+        panel per grid, its metric and gain_area, the fixed curves, a level label per finite a > 0 (the private
+        points, where σ > 0 ran), their σ and levels, and the windows."""
         grids = params["grids"]
         impl = params.get("implementation") or {}
 
@@ -134,13 +134,13 @@ class GridLayout(FigureLayout):
             groups = {g for g, members in (params.get("best_of") or {}).items()
                       if any(level(a) in levels for a in members)}
             return {"panel": {f"σ = {s:g}" for s in sigmas}, "sigma": set(sigmas),
-                    "level": {level_name(a) for a in levels} | groups | ({""} if eps_rows else set()),
+                    "level": {level_name(a) for a in levels} | groups,
                     "quantity": {"excess_risk" if grid["task"] == "synthetic" else "accuracy"}
                     | ({"eps"} if eps_rows else set()),
                     "window": {"round", "early", "final"}}
         out = {"panel": set(grids), "quantity": {metric(g) for g in grids.values()} | {"gain_area"},
                "curve": {"local only", "global only", "best personalized", "best of local and global", "gain"},
-               "level": {"0", ""}, "sigma": set(), "window": {"point", "budget", "summary"}}
+               "level": {"0"}, "sigma": set(), "window": {"point", "budget", "summary"}}
         for grid in grids.values():
             private = [float(s) for s in grid["sigmas"] if float(s) > 0]
             finite = [a for a in (level(a) for a in grid["levels"]) if 0 < a < math.inf]

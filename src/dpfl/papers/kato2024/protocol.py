@@ -117,19 +117,20 @@ class ProtocolLayout(FigureLayout):
 
     def table_values(self, params: dict, table: str) -> dict[str, set]:
         """The setting columns of the table (rows: see the module docstring): the implementations ("reference/fast"
-        on the speed-up rows where both ran), the phases, the quantities; Fig 11 each panel's id, dataset,
-        distribution, U and S; Fig 12 the settings "h<width>-U<users>" of both sweeps, their widths and #users."""
+        on the speed-up rows where both ran), the phases, the quantities; Fig 11 each panel's id, dataset, U and S
+        (the table keeps no distribution); Fig 12 the settings "h<width>-U<users>" of both sweeps, their widths and
+        #users."""
         impls = set(params["implementations"])
         both = set(IMPLEMENTATIONS) <= impls
         out = {"implementation": impls | ({"reference/fast"} if both else set()), "phase": set(PHASES)}
         if is_fig11(params):
             panels = params["panels"]
             out.update(panel={p["id"] for p in panels}, dataset={p["dataset"] for p in panels},
-                       distribution={p["distribution"] for p in panels}, users={int(p["users"]) for p in panels},
-                       silos={int(p["silos"]) for p in panels}, quantity={"phase_seconds", "silo_seconds"})
+                       users={int(p["users"]) for p in panels}, silos={int(p["silos"]) for p in panels},
+                       quantity={"phase_seconds", "silo_seconds"})
         else:
             points = settings(params)
-            out.update(panel={f"h{h}-U{u}" for h, u in points}, dataset={"artificial"}, distribution={"uniform"},
+            out.update(panel={f"h{h}-U{u}" for h, u in points}, dataset={"artificial"},
                        hidden={h for h, _ in points}, users={u for _, u in points}, silos={int(params["silos"])},
                        sweep={"params", "users"}, quantity={"phase_seconds", "last_over_first"})
         if both:
