@@ -355,7 +355,7 @@ def test_refresh_rebuilds_a_report_whose_inputs_changed_and_leaves_a_current_one
     table("fig2", [0.5, 0.4, 0.3, 0.2], [0.4, 0.3, 0.2, 0.1]).to_csv(d / "fig2.csv", index=False)
     (d / "claims.json").unlink()
     done = refresh_report(FIGS, {"scale": "quick"}, str(html_path), str(standalone), CROSS_ENTRY, root=root,
-                          failed=True, run_log=str(root / ".snakemake/log/run.log"))
+                          failed=True, run_log=[str(root / ".snakemake/log/run.log")])  # Snakemake 9: a list
     assert done.startswith("report rebuilt") and html_path.read_text() != before
     for page in (html_path, standalone):
         text = html.unescape(page.read_text())

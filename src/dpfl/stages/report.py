@@ -51,12 +51,15 @@ def report_inputs(figures: list[dict], paper_claims: list[dict] | None, root: Pa
 
 def refresh_report(figures: list[dict], settings: dict, out_html: str, standalone_html: str | None = None,
                    paper_claims: list[dict] | None = None, root: str | Path = ".", failed: bool = False,
-                   run_log: str | None = None) -> str:
+                   run_log: str | list | None = None) -> str:
     """At the end of a Snakemake run (workflow/rules/report.smk: onsuccess, onerror): rebuild an existing report
     whose inputs changed or disappeared since it was written, so that it never shows verdicts beside figures they do
     not belong to. Returns what was done ("" when the page was current or there was none). A page that cannot be
-    rebuilt is replaced by one saying so (an out-of-date page is never left behind)."""
+    rebuilt is replaced by one saying so (an out-of-date page is never left behind). `run_log`: the run's log file
+    (Snakemake 9 hands the handlers a list of them)."""
     root = Path(root)
+    if isinstance(run_log, (list, tuple)):
+        run_log = next((str(p) for p in run_log if p), None)
     outputs = [Path(p) for p in (out_html, standalone_html) if p]
     outputs = [p if p.is_absolute() else root / p for p in outputs]
     if not outputs[0].exists():
