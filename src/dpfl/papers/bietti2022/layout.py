@@ -72,9 +72,9 @@ class GridLayout(FigureLayout):
                 continue
             Q, N = int(grid["users_per_round"]), int(grid["users"])
             if Q > N:
-                raise ValueError(f"config/papers/bietti2022.yaml: params.grids.{gid}.users_per_round: Q = {Q} is larger "
-                                 f"than params.grids.{gid}.users N = {N}; allowed: 1 ≤ Q ≤ N (users are sampled at rate "
-                                 f"q = Q/N)")
+                raise ValueError(f"config/papers/bietti2022.yaml: params.grids.{gid}.users_per_round: Q = {Q} is "
+                                 f"larger than params.grids.{gid}.users N = {N}; allowed: 1 ≤ Q ≤ N (users are sampled "
+                                 f"at rate q = Q/N)")
             datasets.append(TASK_DATASETS[grid["task"]])
         return tuple(dict.fromkeys(datasets)), ()
 
@@ -90,7 +90,8 @@ class GridLayout(FigureLayout):
         return own, {}
 
     def reused_cells(self, params: dict) -> dict[str, str]:
-        """{cell: figure}: every cell from `reuse_from`, read there when both jobs are identical (dpfl.jobs.cell_sources)."""
+        """{cell: figure}: every cell from `reuse_from`, read there when both jobs are identical
+        (dpfl.jobs.cell_sources)."""
         source = params.get("reuse_from")
         return {cell: source for cell in self.cells(params)} if source else {}
 

@@ -69,9 +69,11 @@ def counts(alloc: dict, n_users: int, n_silos: int):
         raise ValueError(f"allocation arrays differ in length: user {len(user)}, silo {len(silo)}, "
                          f"train_mask {len(mask)}")
     if len(user) and (user.min() < 0 or user.max() >= n_users):
-        raise ValueError(f"allocation has user ids in [{user.min()}, {user.max()}], outside 0..{n_users - 1} (U = {n_users})")
+        raise ValueError(f"allocation has user ids in [{user.min()}, {user.max()}], outside 0..{n_users - 1} "
+                         f"(U = {n_users})")
     if len(silo) and (silo.min() < 0 or silo.max() >= n_silos):
-        raise ValueError(f"allocation has silo ids in [{silo.min()}, {silo.max()}], outside 0..{n_silos - 1} (S = {n_silos})")
+        raise ValueError(f"allocation has silo ids in [{silo.min()}, {silo.max()}], outside 0..{n_silos - 1} "
+                         f"(S = {n_silos})")
     return histogram(user, silo, n_users, n_silos, mask), histogram(user, silo, n_users, n_silos, ~mask)
 
 

@@ -71,7 +71,8 @@ class TrainingLayout(FigureLayout):
         another method's hyper-parameters or another panel reruns only those cells)."""
         panel_id, mid, q = parse_cell(cell)
         method = BY_ID[mid]
-        own = {k: v for k, v in params.items() if k not in ("panels", "hyper", "methods", "sampling_rates", "reuse_cells")}
+        shared = ("panels", "hyper", "methods", "sampling_rates", "reuse_cells")
+        own = {k: v for k, v in params.items() if k not in shared}
         panel = dict(panel_of(params, panel_id))
         # a panel may override its methods' hyper-parameters (MNIST: ULDP-AVG's η_g is 10 at U = 100, 100 at U = 10000)
         override = (panel.pop("hyper", None) or {}).get(method.hyper, {})
