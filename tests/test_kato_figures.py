@@ -184,6 +184,8 @@ def test_fig9_smoke_run_builds_figure_claims_and_report(tmp_path):
     sidecar = json.loads((d / "fig9.json").read_text())
     assert sidecar["data_source"] == "real" and sidecar["device"]["cells_ran_on"] == ["cpu"]
     assert sidecar["cells_training_seconds"] > 0
+    assert "seconds_per_round" not in table.columns  # measured seconds live in the cells' timing sidecars
+    assert all((d / "cells" / f"{c}.timing.json").exists() for c in ("a-uldp_avg", "b-uldp_avg_w"))
     claims = json.loads((d / "claims.json").read_text())["claims"]
     assert [c["id"] for c in claims] == ["C-K9"] and claims[0]["verdict"] in {"pass", "fail", "inconclusive"}
     assert "C-K9" in (project / "results/report/index.html").read_text()

@@ -38,6 +38,12 @@ def cell_table(paper: str, figure: str, cell: str, mode: str = "none") -> str:
     return f"{figure_dir(paper, figure, mode)}cells/{cell}.parquet"
 
 
+def cell_timing(table_path: str) -> str:
+    """The wall-clock sidecar beside a cell table (cells/<cell>.timing.json): measured seconds are kept out of the
+    table, so that the same configuration gives the same table bytes."""
+    return table_path.removesuffix(".parquet") + ".timing.json"
+
+
 def bench_log() -> str:
     """Snakemake's output when `dpfl bench` builds the inputs its cells read."""
     return f"{REPORT_LOGS}bench/inputs.log"

@@ -153,6 +153,7 @@ for _mode, _sub in MODE_SUBDIR.items():
             code=stage_code("cell"),
         output:
             table=_dir + "cells/{cell}.parquet",
+            timing=paths.cell_timing(_dir + "cells/{cell}.parquet"),  # wall-clock seconds, out of the table
         params:
             job=_cell_job(_mode),
             datasets=lambda w, _mode=_mode: list(_needs(_mode)(w)[0]),

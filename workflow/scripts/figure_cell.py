@@ -5,3 +5,4 @@ from dpfl.stages.cell import run_cell
 inputs = {"prepared": dict(zip(snakemake.params.datasets, snakemake.input.prepared)),
           "allocations": dict(zip(snakemake.params.allocations, snakemake.input.allocations))}
 run_cell(CellJob(**snakemake.params.job), inputs, snakemake.output.table, snakemake.log[0], threads=snakemake.threads)
+# (snakemake.output.timing, the table's wall-clock sidecar, is written beside it: dpfl.paths.cell_timing)

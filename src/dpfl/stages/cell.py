@@ -1,13 +1,18 @@
 """Stage `cell`: one cell of an experiment figure (e.g. one method on one panel over all trials)
--> results/<paper>/<figure>/cells/<cell>.parquet, a table of per-trial results."""
+-> results/<paper>/<figure>/cells/<cell>.parquet, a table of per-trial results, and beside it <cell>.timing.json, the
+wall-clock measurements the cell reported (kept out of the table: same configuration, same table bytes)."""
 
 from __future__ import annotations
 
 import time
 
-from dpfl.io import atomic_path, get_logger, resolve
+from dpfl import paths
+from dpfl.io import atomic_path, get_logger, resolve, write_json
 from dpfl.jobs import CellJob
 from dpfl.papers import FIGURES
+
+#: columns a cell function may report that are wall-clock measurements, not results (one value per cell)
+TIMING_COLUMNS = ("seconds_per_round", "seconds_per_evaluation")
 
 
 def run_cell(job: CellJob, inputs: dict, out_path: str, log_path: str | None, threads: int = 1) -> None:
@@ -20,7 +25,12 @@ def run_cell(job: CellJob, inputs: dict, out_path: str, log_path: str | None, th
     log.info("mode %s, scale %s, seed %s, device %s; %s", job.mode, job.scale, job.seed, job.device, function)
     start = time.perf_counter()
     df = resolve(function)(job, inputs, log.info)
+    seconds = time.perf_counter() - start
+    timing = {c: float(df[c].iloc[0]) for c in TIMING_COLUMNS if c in df and len(df)}
+    timing.update(cell_seconds=round(seconds, 3), rounds=int(df["round"].max()) if "round" in df and len(df) else None)
+    df = df.drop(columns=[c for c in TIMING_COLUMNS if c in df])
     df.insert(0, "cell", job.cell)
     with atomic_path(out_path) as tmp:
         df.to_parquet(tmp, index=False)
-    log.info("cell done in %.1f s: %d rows -> %s", time.perf_counter() - start, len(df), out_path)
+    write_json(timing, paths.cell_timing(str(out_path)))
+    log.info("cell done in %.1f s: %d rows -> %s", seconds, len(df), out_path)

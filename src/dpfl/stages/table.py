@@ -4,11 +4,13 @@ versions)."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pandas as pd
 
-from dpfl import tidy
+from dpfl import paths, tidy
 from dpfl.io import atomic_path, config_hash, get_logger, resolve, write_json
 from dpfl.provenance import device, versions
 
@@ -26,8 +28,7 @@ def run_table(paper: str, figure: str, job: dict, csv_path: str, meta_path: str,
     start = time.perf_counter()
     if job["kind"] == "experiment":
         tables = [pd.read_parquet(path) for path in cell_tables]
-        training = sum(float(t["seconds_per_round"].iloc[0]) * int(t["round"].max())
-                       for t in tables if {"seconds_per_round", "round"} <= set(t.columns) and len(t))
+        training = sum(_round_loop_seconds(path) for path in cell_tables)
         df = resolve(job["function"])(job["params"], tables, log.info)
         datasets = [dataset_provenance(path) for path in prepared]
         # no dataset at all: the task is generated in code from the seed (bietti2022's synthetic regression)
@@ -80,3 +81,13 @@ def dataset_provenance(prepared_path: str) -> dict:
     meta = load_prepared_meta(prepared_path)
     keep = ("dataset", "source", "standin", "location", "files", "retrieved_at", "generator", "fallback_reasons")
     return {"name": meta.get("dataset"), **{k: meta[k] for k in keep if k in meta}}
+
+
+def _round_loop_seconds(cell_table: str) -> float:
+    """Seconds of a cell's round loop (its timing sidecar: seconds per round × rounds), 0 when it does not time one."""
+    path = Path(paths.cell_timing(str(cell_table)))
+    if not path.exists():
+        return 0.0
+    timing = json.loads(path.read_text())
+    per_round, rounds = timing.get("seconds_per_round"), timing.get("rounds")
+    return float(per_round) * int(rounds) if per_round is not None and rounds else 0.0

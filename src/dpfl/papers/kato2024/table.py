@@ -59,8 +59,7 @@ def curves(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
         n_seeds = d["seed"].nunique()
         extra = {"group_k": float(d["group_k"].median()) if d["group_k"].notna().any() else np.nan,
                  "failed_seeds": int(d.groupby("seed")["failed"].any().sum()), "n_seeds": n_seeds,
-                 "multiplier_used": float(d["multiplier_used"].iloc[0]),
-                 "seconds_per_round": float(d["seconds_per_round"].iloc[0]), "device": d["device"].iloc[0],
+                 "multiplier_used": float(d["multiplier_used"].iloc[0]), "device": d["device"].iloc[0],
                  "metric": d["metric"].iloc[0]}
         for quantity in QUANTITIES:
             wide = d.pivot(index="round", columns="seed", values=quantity).sort_index()
@@ -91,8 +90,7 @@ def curves(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
                             "se": float(ok.std(ddof=1) / np.sqrt(len(ok))) if len(ok) > 1 else 0.0,
                             "seeds": len(ok), **extra})
     df = pd.DataFrame(out, columns=[*meta_cols, "quantity", "window", "x", "y", "y_lo", "y_hi", "se", "seeds",
-                                     "group_k", "failed_seeds", "n_seeds", "multiplier_used", "seconds_per_round",
-                                     "device", "metric"])
+                                     "group_k", "failed_seeds", "n_seeds", "multiplier_used", "device", "metric"])
     loss = "test_loss_batch_sum" if params["implementation"]["test_loss"] == "batch_sum" else "test_loss"
     df = pd.concat([df, _weighting_gaps(df, loss), _noniid_gaps(df, loss)], ignore_index=True)
     df["loss"] = loss

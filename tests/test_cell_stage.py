@@ -1,0 +1,42 @@
+"""The cell stage (dpfl.stages.cell): the table a cell writes holds results only; the wall-clock measurements the cell
+function reports (seconds per round, per evaluation) go to a sidecar beside it, so the same configuration gives the
+same table bytes (issue 24 item 4), and the table stage still sums the cells' round loops from the sidecars."""
+
+from __future__ import annotations
+
+import json
+
+from dpfl import paths
+from dpfl.jobs import CellJob
+from dpfl.stages.cell import TIMING_COLUMNS, run_cell
+from dpfl.stages.table import _round_loop_seconds
+
+FIGURE_PARAMS = {
+    "task": "synthetic", "synthetic": {"n_users": 9, "dim": 5, "personal": 2}, "rounds": 6, "clip": 1.0,
+    "sigmas": [2.0], "levels": [0.5, "inf"], "etas": [0.1, 0.5], "model": "linear", "max_memory_mib": 4096,
+    "grid": "syn", "delta": 1e-4, "seeds": [0, 1], "dtype": "float32",
+    "implementation": {"sampling": "poisson", "cnn_local_step": "eta_theta", "excess_risk": "coordinate_sum",
+                       "end_point": "last_round", "rng": "per_seed"},
+}
+
+
+def test_same_job_same_table_bytes_and_the_timings_in_a_sidecar(tmp_path):
+    import pandas as pd
+
+    job = CellJob("bietti2022", "fig1a", "syn-sigma2", "none", "smoke", 0, "cpu", FIGURE_PARAMS, {})
+    a, b = tmp_path / "a" / "syn-sigma2.parquet", tmp_path / "b" / "syn-sigma2.parquet"
+    for out in (a, b):
+        out.parent.mkdir()
+        run_cell(job, {}, str(out), None)
+    assert a.read_bytes() == b.read_bytes()
+    table = pd.read_parquet(a)
+    assert not set(TIMING_COLUMNS) & set(table.columns) and len(table) == 2 * 2 * 2 * 7
+    timing = json.loads(open(paths.cell_timing(str(a))).read())
+    assert timing["seconds_per_round"] > 0 and timing["seconds_per_evaluation"] >= 0 and timing["rounds"] == 6
+    assert timing["cell_seconds"] > 0
+    assert _round_loop_seconds(str(a)) == timing["seconds_per_round"] * 6
+
+
+def test_a_cell_without_a_timing_sidecar_counts_no_loop_time(tmp_path):
+    assert _round_loop_seconds(str(tmp_path / "x.parquet")) == 0.0
+    assert paths.cell_timing("results/p/f/cells/a-b.parquet") == "results/p/f/cells/a-b.timing.json"
