@@ -77,6 +77,9 @@ def test_every_hook_runs_on_the_configured_params(configs, scale, key):
         assert set(reused) <= set(cells) and all(f in cfg.papers[paper]["figures"] for f in reused.values())
         units = lay.bench_units(params)
         assert units is None or (isinstance(units[0], int) and units[0] >= 0 and isinstance(units[1], str))
+        own = [jobs.cell_needs(cfg, paper, figure, cell, mode) for cell in cells]
+        assert all(set(d) <= set(datasets) and set(a) <= set(allocations) for d, a in own), (key, mode)
+        assert {d for d, _ in own for d in d} == set(datasets) and {a for _, a in own for a in a} == set(allocations)
         for cell in cells:
             job = jobs.build_cell_job(cfg, paper, figure, cell, mode)
             assert isinstance(lay.timed_cell(job.params), bool) and isinstance(lay.gpu_cell(job.params), bool)
@@ -242,3 +245,19 @@ def test_a_figure_of_an_existing_family_is_one_registry_entry_and_its_yaml(proje
         assert job.params == jobs.build_cell_job(cfg, "kato2024", "fig6", "a-uldp_avg", "none").params
     finally:
         config._validator_cached.cache_clear()
+
+
+def test_a_cell_reads_only_its_own_data(configs):
+    """bietti2022 Fig 2's Stackoverflow cells (which Fig 1b reads) need no EMNIST; a kato2024 cell reads its own
+    panel's allocations; a Fig 12 protocol cell reads nothing (issue 24 item 7)."""
+    cfg = configs["quick"]
+    for cell in jobs.cell_ids(cfg, "bietti2022", "fig2", "none"):
+        datasets, _ = jobs.cell_needs(cfg, "bietti2022", "fig2", cell, "none")
+        assert datasets == (("stackoverflow",) if cell.startswith("stackoverflow") else ("emnist",)), cell
+    assert {f for f, _ in jobs.cell_sources(cfg, "bietti2022", "fig1b", "none")} == {"fig2"}
+    _, allocations = jobs.cell_needs(cfg, "kato2024", "fig6", "a-uldp_avg", "none")
+    assert allocations
+    panel = cfg.figure_params("kato2024", "fig6", "none")["panels"][0]
+    assert all(f"{panel['distribution']}-U{panel['users']}-S{panel['silos']}-" in a for a in allocations)
+    assert jobs.cell_needs(cfg, "kato2024", "fig12", jobs.cell_ids(cfg, "kato2024", "fig12", "none")[0],
+                           "none") == ((), ())

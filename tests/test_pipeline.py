@@ -248,7 +248,7 @@ def test_algorithm_setting_edit_reruns_only_its_cells(built, tmp_path):
     edit(project / "config/papers/lowy2023.yaml", "local: {start: -10, stop: 0, num: 10}",
          "local: {start: -9, stop: 0, num: 10}")
     outs = {o for o in planned_outputs(project, *SMOKE) if not o.startswith("results/report/")}
-    cells = {o for o in outs if "/cells/" in o}
+    cells = {o for o in outs if "/cells/" in o and o.endswith(".parquet")}  # (each with its timing sidecar)
     assert cells == {f"results/lowy2023/fig5/{sub}cells/{cell}.parquet" for sub in ("", "authors-code/")
                      for cell in ("a-local_sgd", "a-noisy_local_sgd")}, outs  # both modes use that grid
     assert all(o.startswith("results/lowy2023/fig5/") for o in outs), outs
@@ -260,6 +260,7 @@ def test_allocation_edit_reruns_that_allocation_and_its_cells(tmp_path):
     project = copy_project(tmp_path / "alloc")
     args = ["--config", "scale=smoke", 'only=["lowy2023/fig4"]']
     cell = "results/lowy2023/fig4/cells/a-mb_sgd.parquet"
+    timing = "results/lowy2023/fig4/cells/a-mb_sgd.timing.json"  # the cell job's wall-clock sidecar
     alloc = "data/allocations/mnist/lowy2023-mnist-pairs.npz"
     snakemake(project, "--cores", "2", cell, *args, check=True)
     meta = json.loads(str(np.load(project / alloc)["meta"]))
@@ -267,10 +268,10 @@ def test_allocation_edit_reruns_that_allocation_and_its_cells(tmp_path):
     assert planned_outputs(project, cell, *args) == set()
     edit(project / "config/papers/lowy2023.yaml", "params: {pca_components: 50, per_digit: 774}",
          "params: {pca_components: 50, per_digit: 700}")
-    assert planned_outputs(project, cell, *args) == {alloc, cell}
+    assert planned_outputs(project, cell, *args) == {alloc, cell, timing}
     edit(project / "config/papers/lowy2023.yaml", "per_digit: 700}", "per_digit: 774}")
     edit(project / "config/scales/smoke.yaml", "rounds: 10,", "rounds: 11,")
-    assert planned_outputs(project, cell, *args) == {cell}
+    assert planned_outputs(project, cell, *args) == {cell, timing}
 
 
 def test_threads_change_reruns_nothing(built):
@@ -285,7 +286,7 @@ def test_epsilon_edit_below_the_largest_reruns_only_private_cells(built, tmp_pat
     # the first insurance figure in the file is Fig 5
     edit(project / "config/papers/lowy2023.yaml", "epsilons: [0.125, 0.25, 0.5, 1, 2, 3]",
          "epsilons: [0.125, 0.3, 0.5, 1, 2, 3]")
-    cells = {o for o in planned_outputs(project, *SMOKE) if "/cells/" in o}
+    cells = {o for o in planned_outputs(project, *SMOKE) if "/cells/" in o and o.endswith(".parquet")}
     assert cells == {f"results/lowy2023/fig5/{sub}cells/a-{m}.parquet" for sub in ("", "authors-code/")
                      for m in ("noisy_mb_sgd", "noisy_local_sgd")}, cells
 

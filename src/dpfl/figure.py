@@ -32,6 +32,12 @@ class FigureLayout(ABC):
     def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
         """(params, paper settings) one cell depends on, and nothing more: editing anything else reruns nothing."""
 
+    def cell_needs(self, params: dict, cell: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(prepared datasets, allocation names) one cell reads: its job's inputs, so that building one figure's cells
+        needs only their own data (bietti2022 Fig 1b reads Fig 2's Stackoverflow cells, not its EMNIST ones).
+        Default: the figure's `needs`."""
+        return self.needs(params)
+
     def reused_cells(self, params: dict) -> dict[str, str]:
         """{cell: figure}: cells that are the same run as that figure's cell of the same name; dpfl.jobs.cell_sources
         reads them there when both jobs are identical. Default: none."""

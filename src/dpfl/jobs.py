@@ -81,6 +81,13 @@ def needs(cfg, paper: str, figure: str, mode: str) -> tuple[tuple[str, ...], tup
     return layout(paper, figure).needs(cfg.figure_params(paper, figure, mode))
 
 
+def cell_needs(cfg, paper: str, figure: str, cell: str, mode: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(prepared datasets, allocation names) one cell reads (the cell rule's inputs). The figure's `needs` runs first,
+    so settings that cannot work stop the DAG with its message whichever cell asks."""
+    needs(cfg, paper, figure, mode)
+    return layout(paper, figure).cell_needs(cfg.figure_params(paper, figure, mode), cell)
+
+
 def build_cell_job(cfg, paper: str, figure: str, cell: str, mode: str) -> CellJob:
     """The job of one cell from the resolved configuration `cfg` (dpfl.config.ProjectConfig); change a field with
     dataclasses.replace (the benchmark sets its trials that way)."""

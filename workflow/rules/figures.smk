@@ -53,8 +53,15 @@ def _prepared_inputs(mode):
     return lambda w: [prepared_npz(d) for d in _needs(mode)(w)[0]]
 
 
-def _allocation_inputs(mode):
-    return lambda w: [allocation_npz(a) for a in _needs(mode)(w)[1]]
+def _cell_needs(mode):
+    """What one cell reads (jobs.cell_needs): building a figure builds only the data its own cells use."""
+    def needs(wildcards):
+        figure_def(wildcards)
+        try:
+            return jobs.cell_needs(CFG, wildcards.paper, wildcards.figure, wildcards.cell, mode)
+        except ValueError as exc:
+            raise WorkflowError(str(exc)) from None
+    return needs
 
 
 def _cell_ids(mode):
@@ -148,16 +155,16 @@ for _mode, _sub in MODE_SUBDIR.items():
         name:
             f"figure_cell_{_slug}"
         input:
-            prepared=_prepared_inputs(_mode),
-            allocations=_allocation_inputs(_mode),
+            prepared=lambda w, _mode=_mode: [prepared_npz(d) for d in _cell_needs(_mode)(w)[0]],
+            allocations=lambda w, _mode=_mode: [allocation_npz(a) for a in _cell_needs(_mode)(w)[1]],
             code=stage_code("cell"),
         output:
             table=_dir + "cells/{cell}.parquet",
             timing=paths.cell_timing(_dir + "cells/{cell}.parquet"),  # wall-clock seconds, out of the table
         params:
             job=_cell_job(_mode),
-            datasets=lambda w, _mode=_mode: list(_needs(_mode)(w)[0]),
-            allocations=lambda w, _mode=_mode: list(_needs(_mode)(w)[1]),
+            datasets=lambda w, _mode=_mode: list(_cell_needs(_mode)(w)[0]),
+            allocations=lambda w, _mode=_mode: list(_cell_needs(_mode)(w)[1]),
         log:
             _logs + "cells/{cell}.log",
         benchmark:

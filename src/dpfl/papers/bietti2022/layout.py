@@ -78,6 +78,11 @@ class GridLayout(FigureLayout):
             datasets.append(TASK_DATASETS[grid["task"]])
         return tuple(dict.fromkeys(datasets)), ()
 
+    def cell_needs(self, params: dict, cell: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """A cell reads its own grid's dataset only."""
+        gid, _ = parse_cell(cell)
+        return self.needs({**params, "grids": {gid: params["grids"][gid]}})
+
     def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
         """A cell sees the shared run settings, its grid, its σ (none for the a = 0 cell) and its levels only: editing
         another σ, level or grid reruns only the cells that use it."""

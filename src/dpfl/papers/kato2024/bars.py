@@ -39,6 +39,10 @@ class RecordsLayout(FigureLayout):
         names = [seed_allocation(params, panel, params["seed"]) for panel in params["panels"]]
         return (params["dataset"],), tuple(dict.fromkeys(names))
 
+    def cell_needs(self, params: dict, cell: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """A cell reads its own panel's allocation only."""
+        return self.needs({**params, "panels": [panel_of(params, cell)]})
+
     def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
         """A cell depends on its own panel only."""
         own = {k: v for k, v in params.items() if k != "panels"}

@@ -66,6 +66,10 @@ class TrainingLayout(FigureLayout):
         names = [seed_allocation(params, panel, s) for panel in params["panels"] for s in params["seeds"]]
         return (params["dataset"],), tuple(dict.fromkeys(names))
 
+    def cell_needs(self, params: dict, cell: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """A cell reads its own panel's allocations (every seed) only."""
+        return self.needs({**params, "panels": [panel_of(params, parse_cell(cell)[0])]})
+
     def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
         """What one cell depends on: its panel, its method's hyper-parameters and the shared run settings (so editing
         another method's hyper-parameters or another panel reruns only those cells)."""

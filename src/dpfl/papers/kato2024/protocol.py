@@ -100,6 +100,13 @@ class ProtocolLayout(FigureLayout):
         names = [panel_allocation(p, s) for p in params["panels"] for s in params["seeds"]]
         return datasets, tuple(dict.fromkeys(names))
 
+    def cell_needs(self, params: dict, cell: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """A Fig 11 cell reads its own panel's dataset and allocations only; Fig 12 reads nothing."""
+        if not is_fig11(params):
+            return (), ()
+        setting, _ = parse_cell(cell)
+        return self.needs({**params, "panels": [p for p in params["panels"] if p["id"] == setting]})
+
     def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
         """A cell depends on its own setting and implementation and the shared run settings."""
         setting, impl = parse_cell(cell)
