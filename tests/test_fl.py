@@ -130,26 +130,26 @@ def test_a_non_finite_run_is_frozen_failed_and_blanked_while_the_others_go_on():
     assert run.failed.tolist() == [False, True]
 
 
-def test_an_evaluation_that_is_not_finite_fails_the_run_from_then_on():
-    class Loss(Values):
+def spoiled(run: int, at: int, value: float) -> Values:
+    """Values whose metric x of run `run` is `value` at round `at`."""
+    class Spoiled(Values):
         def evaluate(self, state, t):
             out = super().evaluate(state, t)
-            out["x"][0] = np.inf if t == 2 else out["x"][0]
+            out["x"][run] = value if t == at else out["x"][run]
             return out
 
-    run = run_rounds(torch.zeros((2, 1), dtype=torch.float64), AddRound(1.0), Loss(), rounds=3, schedule={1, 2, 3},
-                     failure=FreezeNonFinite("x"))
+    return Spoiled()
+
+
+def test_an_evaluation_that_is_not_finite_fails_the_run_from_then_on():
+    run = run_rounds(torch.zeros((2, 1), dtype=torch.float64), AddRound(1.0), spoiled(0, 2, np.inf), rounds=3,
+                     schedule={1, 2, 3}, failure=FreezeNonFinite("x"))
     assert [r["failed"] for r in run.rows([{"r": 0}, {"r": 1}]) if r["r"] == 0] == [False, True, True]
 
 
 def test_no_freeze_marks_only_the_rows_whose_metric_is_not_finite():
-    class Flaky(Values):
-        def evaluate(self, state, t):
-            out = super().evaluate(state, t)
-            out["x"][1] = np.nan if t == 1 else out["x"][1]
-            return out
-
-    run = run_rounds(torch.zeros((2, 1)), AddRound(1.0), Flaky(), rounds=2, schedule={1, 2}, failure=NoFreeze("x"))
+    run = run_rounds(torch.zeros((2, 1)), AddRound(1.0), spoiled(1, 1, np.nan), rounds=2, schedule={1, 2},
+                     failure=NoFreeze("x"))
     assert [r["failed"] for r in run.rows([{}, {}])] == [False, True, False, False]
     assert np.isnan(run.rows([{}, {}])[1]["x"])  # not blanked: the measured value
 

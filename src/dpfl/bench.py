@@ -85,6 +85,7 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
     the whole machine). `scale`: the settings whose cells are timed (paper; smaller scales check the path)."""
     from dpfl import jobs, paths
     from dpfl.config import load
+    from dpfl.papers import FIGURES
 
     cfg = load(root, {"scale": scale})
     figs = plan(cfg, paper, figures, trials, cells)
@@ -92,7 +93,7 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
     print(f"{paper}: {scale}-scale settings, a reduced run of each cell ({trials} unit(s) of work), each in its own "
           f"process with {threads} thread(s)")
     for figure in figs:
-        if jobs.FIGURES[(paper, figure)].layout is None:
+        if FIGURES[(paper, figure)].layout is None:
             print(f"{figure}: analytic (no training); skipped")
             continue
         lay = jobs.layout(paper, figure)

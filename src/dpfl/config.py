@@ -73,11 +73,13 @@ def _read_yaml(path: Path):
     return {} if data is None else data
 
 
+@functools.lru_cache(maxsize=None)
 def _generated_schemas(schemas: Path) -> dict:
     """Schemas generated from code (no file on disk), by the URI the schema files `$ref` them with: the checks of a
     claim (dpfl.claims.check_schema()); each paper's figures (urn:dpfl:<paper>:figures: every registered figure,
     validated by the `$defs` entry its FigureDef names in papers/<paper>.schema.yaml under `schemas`, the schema
-    folder); and each paper's own fragments (PaperDef.schema_fragments, as urn:dpfl:<paper>:<name>)."""
+    folder); and each paper's own fragments (PaperDef.schema_fragments, as urn:dpfl:<paper>:<name>). Built once per
+    process; each value is a factory of a fresh copy."""
     from dpfl.claims import CHECK_SCHEMA_ID, check_schema  # here: dpfl.claims imports pandas
 
     out = {CHECK_SCHEMA_ID: check_schema}

@@ -30,7 +30,7 @@ import jinja2
 
 from dpfl import paths
 from dpfl.claims import CAUSES, rounded, summarize_check
-from dpfl.stages.claims import file_sha256
+from dpfl.data.common import sha256_file
 
 VERDICT_ORDER = ["pass", "fail", "inconclusive", "stand-in"]
 CAUSE_ORDER = ["reduced-scale", "no-rows", "documented-difference", "stand-in", "not-reproduced"]
@@ -127,7 +127,7 @@ def claims_problem(path: Path, tables: dict[str, Path], claims_hash: str | None,
     inputs = data.get("inputs") or {}
     for figure, sha in (inputs.get("table_sha256") or {}).items():
         table = tables.get(figure)
-        if table is not None and table.exists() and file_sha256(table) != sha:
+        if table is not None and table.exists() and sha256_file(table) != sha:
             why = (f"the claims file was computed from an earlier {figure} table and its verdicts are not shown: the "
                    f"claims job failed or has not run since the table changed (log: {shown})")
             return "stale", why, None

@@ -20,3 +20,10 @@ def seed_sequence(seed: int, *keys) -> np.random.SeedSequence:
 def rng_for(seed: int, *keys) -> np.random.Generator:
     """A numpy Generator for the stream named by `keys` under the global `seed`."""
     return np.random.Generator(np.random.PCG64(seed_sequence(seed, *keys)))
+
+
+def torch_generator(rng: np.random.Generator, device="cpu"):
+    """A torch Generator on `device` seeded by `rng`'s next draw (a named stream's torch side)."""
+    import torch
+
+    return torch.Generator(device=device).manual_seed(int(rng.integers(2**62)))

@@ -19,7 +19,6 @@ or its claims (dpfl.report: `stale`) and never shows its verdicts as current."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -27,21 +26,13 @@ import pandas as pd
 
 from dpfl import claims as claims_mod
 from dpfl import tidy
+from dpfl.data.common import sha256_file
 from dpfl.io import config_hash, get_logger, write_json
-
-
-def file_sha256(path) -> str:
-    """The SHA-256 of a file's bytes (a tidy table: what a claims file was computed from)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def inputs_record(tables: dict[str, str], claims) -> dict:
     """`inputs` of a claims file: {figure: SHA-256 of its table} and the hash of the claims evaluated."""
-    return {"table_sha256": {figure: file_sha256(path) for figure, path in tables.items()},
+    return {"table_sha256": {figure: sha256_file(path) for figure, path in tables.items()},
             "claims_hash": config_hash(claims)}
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 
 from dpfl.fl.engine import Evaluation, RoundRule
 from dpfl.papers.bietti2022.layout import evaluation_rounds, level, level_name, parse_cell
-from dpfl.seeds import rng_for
+from dpfl.seeds import rng_for, torch_generator
 
 #: per federated task: the prepared dataset, classes, the target shift (one-hot minus 0.1, spec §2)
 FEDERATED = {"emnist": {"dataset": "emnist", "classes": 10, "shift": 0.1, "sparse": False},
@@ -73,10 +73,7 @@ class Streams:
 
     def noise(self, seed: int, sigma: float | None, run: tuple, device):
         """A run's torch Generator of the noise vectors ξ, on `device`."""
-        import torch
-
-        key = rng_for(self.seed, "bietti2022", self.task, "noise", seed, sigma or 0.0, *run)
-        return torch.Generator(device=device).manual_seed(int(key.integers(2**62)))
+        return torch_generator(rng_for(self.seed, "bietti2022", self.task, "noise", seed, sigma or 0.0, *run), device)
 
 
 @dataclass

@@ -14,7 +14,7 @@ import pandas as pd
 
 from dpfl.fl.engine import Evaluation, RoundRule
 from dpfl.papers.kato2024.layout import parse_cell, panel_of, seed_allocation
-from dpfl.seeds import rng_for
+from dpfl.seeds import rng_for, torch_generator
 
 #: per dataset: the model of spec §3, its loss, the utility metric (named for what it computes), the records per
 #: (user, silo) GROUP's bounding allocates at a time (TCGA: 2, the Cox loss needs pairs)
@@ -127,11 +127,9 @@ class Streams:
     def training(self, dataset: str, distribution: str, users: int, silos: int, method: str, q: float | None,
                  seeds, device):
         """The cell's torch Generator on `device`."""
-        import torch
-
         key = rng_for(self.seed, "kato2024", "train", dataset, distribution, users, silos, method,
                       -1.0 if q is None else q, *seeds)
-        return torch.Generator(device=device).manual_seed(int(key.integers(2**62)))
+        return torch_generator(key, device)
 
     def protocol(self, setting: str, run_seed: int) -> np.random.Generator:
         return rng_for(self.seed, "kato2024", "protocol", setting, run_seed)

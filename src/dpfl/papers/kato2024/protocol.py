@@ -228,6 +228,7 @@ def run_cell(job, inputs: dict, log):
     from dpfl.io import Progress
     from dpfl.models.nets import build_model
     from dpfl.papers.kato2024.cell import TASKS, SecureRounds, Streams, load_run_data
+    from dpfl.seeds import torch_generator
     from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
     from dpfl.papers.kato2024.secure import Server, Silo, key_exchange, user_masks
     from dpfl.papers.kato2024.uldp import AvgRound, Federation
@@ -274,7 +275,7 @@ def run_cell(job, inputs: dict, log):
             b.X = b.X.double()
             b.y = b.y.double() if b.y.is_floating_point() else b.y
         rng = streams.protocol(setting, seed)
-        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        gen = torch_generator(rng)
         times: dict = {}
         server = Server(S, bits=bits, record_bound=int(p["record_bound"]))  # key generation: not timed
         keys, shared, _ = key_exchange(S, rng, times)
