@@ -222,9 +222,9 @@ def test_an_unknown_figure_or_hyper_family_names_file_key_and_allowed(project):
 
 
 def test_a_figure_of_an_existing_family_is_one_registry_entry_and_its_yaml(project, monkeypatch):
-    """kato2024 "fig6b": Fig 6's family, registered in code and written in the paper file; no schema or rule edit;
-    the DAG's jobs build and its cells are Fig 6's cells (at paper scale: a reduced scale applies only the overlay
-    entries config/scales/<scale>.yaml has for it)."""
+    """kato2024 "fig6b": Fig 6's family, registered in code and written in the paper file; no schema, rule or scale
+    file edit: at every scale the DAG's jobs build and its cells are Fig 6's cells with Fig 6's params (the scale
+    files reduce the family, not the figure)."""
     import yaml
 
     from dpfl.papers import REGISTRY
@@ -238,11 +238,14 @@ def test_a_figure_of_an_existing_family_is_one_registry_entry_and_its_yaml(proje
         data = yaml.safe_load(paper_file.read_text())
         data["figures"]["fig6b"] = data["figures"]["fig6"]
         paper_file.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-        cfg = config.load(project, {"scale": "paper"})
-        assert "fig6b" in cfg.papers["kato2024"]["figures"]
-        assert jobs.cell_ids(cfg, "kato2024", "fig6b", "none") == jobs.cell_ids(cfg, "kato2024", "fig6", "none")
-        job = jobs.build_cell_job(cfg, "kato2024", "fig6b", "a-uldp_avg", "none")
-        assert job.params == jobs.build_cell_job(cfg, "kato2024", "fig6", "a-uldp_avg", "none").params
+        for scale in ("smoke", "quick", "paper"):
+            cfg = config.load(project, {"scale": scale})
+            assert "fig6b" in cfg.papers["kato2024"]["figures"]
+            assert jobs.cell_ids(cfg, "kato2024", "fig6b", "none") == jobs.cell_ids(cfg, "kato2024", "fig6", "none")
+            job = jobs.build_cell_job(cfg, "kato2024", "fig6b", "a-uldp_avg", "none")
+            assert job.params == jobs.build_cell_job(cfg, "kato2024", "fig6", "a-uldp_avg", "none").params, scale
+            written = cfg.paper_file_params("kato2024", "fig6b", "none")
+            assert (cfg.figure_params("kato2024", "fig6b", "none")["rounds"] < written["rounds"]) == (scale != "paper")
     finally:
         config._validator_cached.cache_clear()
 

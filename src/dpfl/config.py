@@ -383,9 +383,7 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
         schema_path = schemas / "papers" / f"{paper}.schema.yaml"
         data = _read_yaml(paper_file)
         validate(data, schema_path, _short(paper_file), set_default=False)
-        overlay = _expand_all_figures(scale.get("papers", {}).get(paper, {}), data)
-        if overlay:
-            _validate_overlay(overlay, schema_path, f"{_short(scale_file)} (papers.{paper})")
+        overlay = _scale_overlay(paper, scale.get("papers", {}).get(paper, {}), data, schema_path, scale_file)
         written[paper] = copy.deepcopy(data)
         merged = deep_merge(data, overlay)
         validate(merged, schema_path, f"{_short(paper_file)} merged with {_short(scale_file)}")
@@ -443,16 +441,65 @@ def _coerce_cli(overrides: dict, schema: dict) -> dict:
     return out
 
 
-def _expand_all_figures(overlay: dict, paper_config: dict) -> dict:
-    """A scale overlay may hold `all_figures: {...}`: settings merged into every figure of the paper
-    (figure-specific entries win)."""
-    overlay = dict(overlay)
-    common = overlay.pop("all_figures", None)
+def _scale_overlay(paper: str, part: dict, data: dict, schema_path: Path, scale_file: Path) -> dict:
+    """A paper's part of a scale file as one overlay of the paper file, each piece checked against the paper's schema.
+
+    Per figure, later wins: `all_figures` (every figure), `families.<family>` (every figure whose params the
+    `$defs` entry <family> validates, i.e. FigureDef.schema: one reduction serves a new figure of that family) with
+    its `datasets.<dataset>` refinement (figures whose params name that dataset), then `figures.<figure>`. A family
+    reduction never adds a block (a mapping: one method family's hyper-parameters, one grid) that a figure lacks, so
+    that one reduction can name every block of the family; its other settings apply to every figure of the family.
+    """
+    part = copy.deepcopy(part)
+    common, families = part.pop("all_figures", None), part.pop("families", None) or {}
+    where = f"{_short(scale_file)} (papers.{paper}"
+    figure_schemas = {fig: FIGURES[(paper, fig)].schema for fig in data.get("figures", {}) if (paper, fig) in FIGURES}
+    unknown = sorted(set(families) - set(figure_schemas.values()))
+    if unknown:
+        raise ConfigError(f"invalid configuration in {where}.families):\n  - unknown figure family {unknown}; this "
+                          f"paper's families (FigureDef.schema): {', '.join(sorted(set(figure_schemas.values())))}")
+    for family, entry in families.items():
+        named = {data["figures"][f].get("params", {}).get("dataset") for f, s in figure_schemas.items() if s == family}
+        stray = sorted(set(entry.get("datasets", {})) - named)
+        if stray:
+            raise ConfigError(f"invalid configuration in {where}.families.{family}.datasets):\n  - no figure of this "
+                              f"family names dataset {stray}; its figures' datasets: "
+                              f"{', '.join(sorted(d for d in named if d)) or 'none'}")
+    if part:
+        _validate_overlay(part, schema_path, f"{where})")
+    if not common and not families:
+        return part
     if common:
-        figures = overlay.get("figures", {})
-        overlay["figures"] = {f: deep_merge(common, figures.get(f, {})) for f in paper_config.get("figures", {})}
-        overlay["figures"].update({f: v for f, v in figures.items() if f not in overlay["figures"]})
-    return overlay
+        _validate_overlay({"figures": {f: common for f in figure_schemas}}, schema_path, f"{where}.all_figures)")
+    figures = part.get("figures", {})
+    out = {}
+    for fig, family in figure_schemas.items():
+        entry = families.get(family, {})
+        params = data["figures"][fig].get("params", {})
+        reduction = deep_merge(entry.get("params", {}),
+                               entry.get("datasets", {}).get(params.get("dataset"), {}).get("params", {}))
+        reduction = _restrict(reduction, params)
+        if reduction:
+            source = f"{where}.families.{family} as applied to figures.{fig})"
+            _validate_overlay({"figures": {fig: {"params": reduction}}}, schema_path, source)
+        out[fig] = deep_merge(deep_merge(common or {}, {"params": reduction} if reduction else {}),
+                              figures.get(fig, {}))
+    part["figures"] = {f: v for f, v in {**figures, **out}.items() if v}
+    return part
+
+
+def _restrict(reduction: dict, params: dict) -> dict:
+    """A family reduction without the blocks (mappings) `params` lacks, recursively."""
+    out = {}
+    for key, value in reduction.items():
+        if isinstance(value, dict):
+            if not isinstance(params.get(key), dict):
+                continue
+            value = _restrict(value, params[key])
+            if not value:
+                continue
+        out[key] = value
+    return out
 
 
 def _validate_overlay(overlay: dict, schema_path: Path, source: str):
