@@ -395,3 +395,20 @@ def test_paper_claims_schema(config, tmp_path):
             del bad["claims"][0]["figures"]
         with pytest.raises(config.ConfigError, match=re.escape(needle)):
             config.validate(bad, schema, "bad")
+
+
+def test_paper_inconsistent_is_a_claim_key(config):
+    """A claim (a figure's, or one over several figures) may say why the paper contradicts itself
+    (`paper_inconsistent`, a non-empty string; dpfl.claims.cause_of then gives the cause paper-inconsistent)."""
+    path = ROOT / "config" / "papers" / "lowy2023.yaml"
+    schema = ROOT / "workflow" / "schemas" / "papers" / "lowy2023.schema.yaml"
+    data = yaml.safe_load(path.read_text())
+    figure = next(iter(data["figures"]))
+    for pick in (lambda d: d["figures"][figure]["claims"][0], lambda d: d["claims"][0]):
+        ok = copy.deepcopy(data)
+        pick(ok)["paper_inconsistent"] = "Sec. 4 says T = 300, Fig. 1 needs d = 20"
+        config.validate(copy.deepcopy(ok), schema, "ok")
+        for bad_value in ("", 3):
+            pick(ok)["paper_inconsistent"] = bad_value
+            with pytest.raises(config.ConfigError, match="paper_inconsistent"):
+                config.validate(copy.deepcopy(ok), schema, "bad")

@@ -207,7 +207,7 @@ def _with_params(cfg, paper: str, edits: dict[str, dict]):
 
 def test_the_check_finds_a_scale_that_drops_a_selected_value(configs):
     """Issue 24: smoke's Figs 11-12 with the fast implementation only leave C-K11 and C-K12 (implementation:
-    reference) nothing to check; bietti2022 Fig 1a without σ = 100 leaves C-B1a-3/4 nothing; a lowy2023 ε grid
+    reference) nothing to check; bietti2022 Fig 1a without the σ of C-B1a-3/4 leaves them nothing; a lowy2023 ε grid
     without ε ≤ 0.25 leaves C-L5a's where_x nothing; kato2024 Fig 8 without ULDP-AVG-w has no loss-gap rows
     (C-K8b); Figs 4-7 without ULDP-SGD leave C-K4a/e (over several figures) nothing."""
     cfg = configs["smoke"]
@@ -216,11 +216,15 @@ def test_the_check_finds_a_scale_that_drops_a_selected_value(configs):
                                "kato2024")
         assert any(claim in p and "implementation = 'reference'" in p for p in found), found
 
+    # the σ that C-B1a-3 and C-B1a-4 select, edited out of Fig 1a's grid
+    fig1a = {c["id"]: c for c in cfg.figure("bietti2022", "fig1a")["claims"]}
+    sigma = fig1a["C-B1a-3"]["checks"][0]["select"]["sigma"]
+    assert fig1a["C-B1a-4"]["checks"][0]["select"]["sigma"] == sigma
     grids = copy.deepcopy(cfg.figure_params("bietti2022", "fig1a", "none")["grids"])
-    grids["synthetic"]["sigmas"] = [0, 10, 50]
+    grids["synthetic"]["sigmas"] = [s for s in grids["synthetic"]["sigmas"] if s != sigma] + [50]
     found = scale_problems(_with_params(cfg, "bietti2022", {"fig1a": {"grids": grids}}), "smoke", "bietti2022")
-    assert any("C-B1a-3" in p and "sigma = 100" in p for p in found), found
-    assert any("C-B1a-4" in p and "sigma = 100" in p for p in found), found
+    assert any("C-B1a-3" in p and f"sigma = {sigma}" in p for p in found), found
+    assert any("C-B1a-4" in p and f"sigma = {sigma}" in p for p in found), found
 
     found = scale_problems(_with_params(cfg, "lowy2023", {"fig5": {"epsilons": [0.5, 1, 2]}}), "smoke", "lowy2023")
     assert any("C-L5a" in p and "where_x" in p for p in found), found

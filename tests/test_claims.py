@@ -997,3 +997,71 @@ def test_cause_of_each_verdict():
     assert claims.cause_of(fail, **kw, mode="authors-code", other_verdict="pass")[0] == "reduced-scale"
     assert claims.cause_of(fail, **{**kw, "reductions": {}, "scale": "paper"})[0] == "not-reproduced"
     assert claims.cause_of({"verdict": "inconclusive"}, **{**kw, "reductions": {}})[0] == "not-reproduced"
+
+
+def test_paper_inconsistent_cause_and_its_precedence():
+    """A claim whose paper contradicts itself (`paper_inconsistent`) and does not pass gets that cause, before
+    reduced-scale and not-reproduced (no scale reproduces it as written), after no-rows, stand-in and
+    documented-difference (the verdict is not evidence, or the authors' code explains it)."""
+    df = tidy(curves({"A": (X, X), "B": (X, X - 1)}))
+    why = "the stated setup gives the first sentence only at d = 20, which breaks the second"
+    failing = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"}
+    out = evaluate_claim(df, claim(failing, paper_inconsistent=why), "real")
+    assert out["verdict"] == "fail" and out["paper_inconsistent"] == why
+    kw = {"data_source": "real", "scale": "paper", "reductions": {}}
+    cause, text = claims.cause_of(out, **kw)
+    assert cause == "paper-inconsistent" and why in text and "contradicts itself" in text
+    cause, text = claims.cause_of(out, **{**kw, "scale": "quick", "reductions": {"trials": [20, 3]}})
+    assert cause == "paper-inconsistent" and "trials 3 (paper 20)" in text
+    inconclusive = {**out, "verdict": "inconclusive", "verdict_on_data": "inconclusive"}
+    assert claims.cause_of(inconclusive, **kw)[0] == "paper-inconsistent"
+    assert claims.cause_of({**out, "verdict": "stand-in"}, **{**kw, "data_source": "standin"})[0] == "stand-in"
+    assert claims.cause_of(out, **kw, other_verdict="pass")[0] == "documented-difference"
+    assert claims.cause_of({**inconclusive, "no_rows": True}, **kw)[0] == "no-rows"
+    passing = evaluate_claim(df, claim({**failing, "op": ">"}, paper_inconsistent=why), "real")
+    assert passing["verdict"] == "pass" and claims.cause_of(passing, **kw) == (None, "")
+    assert "paper_inconsistent" not in evaluate_claim(df, claim(failing), "real")
+    assert claims.cause_of(evaluate_claim(df, claim(failing), "real"), **kw)[0] == "not-reproduced"
+    assert "paper-inconsistent" in claims.CAUSES
+
+
+def _envelope(gaps: dict[str, list[float]]) -> pd.DataFrame:
+    """bietti2022 Fig 2's C-B2-1 shape: per panel, the best personalized accuracy ("black") and the best of local
+    and global ("max(red, blue)") on an ε grid; `gaps`: panel -> black − max at each ε."""
+    rows = []
+    for panel, gap in gaps.items():
+        for x, g in zip([0.3, 1.0, 3.0, 10.0], gap):
+            rows += [{"panel": panel, "curve": "best personalized", "x": x, "y": 0.7 + g},
+                     {"panel": panel, "curve": "best of local and global", "x": x, "y": 0.7}]
+    return tidy(rows)
+
+
+C_B2_1 = {"kind": "compare", "left": {"curve": "best personalized"}, "right": {"curve": "best of local and global"},
+          "op": ">", "match_on": ["panel"], "tol": 0.005, "min_points": 1}
+
+
+def test_compare_min_points_counts_per_match_on_panel():
+    """min_points with match_on and no group_by: the comparison must hold clearly (beyond tol) at ≥ N points in
+    every panel; a panel with only points inside the tolerance is inconclusive; one with none (or only violations)
+    fails; one panel passing clearly does not carry another."""
+    v, num = run(_envelope({"so": [0, 0.02, 0.001, 0], "emnist": [0.03, 0, 0, 0]}), C_B2_1)
+    assert v == "pass" and num["group_by"] == ["panel"]
+    assert {k: g["satisfied"] for k, g in num["groups"].items()} == {"emnist": 1, "so": 1}
+    reason = claims.check_reason(C_B2_1, v, num, "ε")
+    assert reason == ("best personalized > best of local and global clearly at ≥ 1 ε value per panel in 2 of 2 "
+                      "panels")
+    v, num = run(_envelope({"so": [0, 0.02, 0, 0], "emnist": [0.003, 0, 0.004, 0]}), C_B2_1)
+    assert v == "inconclusive" and num["groups"]["emnist"]["verdict"] == "inconclusive"
+    reason = claims.check_reason(C_B2_1, v, num, "ε")
+    assert "in 1 of 2 panels" in reason and reason.endswith(
+        "panel emnist: clearly at 0 of 4 ε values (1 needed), 4 within the tolerance, best at ε = 3: 0.704 vs 0.700")
+    v, num = run(_envelope({"so": [0, 0.02, 0, 0], "emnist": [-0.01, -0.02, -0.01, -0.03]}), C_B2_1)
+    assert v == "fail" and num["groups"]["emnist"]["verdict"] == "fail"
+    assert "panel emnist: clearly at 0 of 4 ε values (1 needed), 0 within the tolerance" in claims.check_reason(
+        C_B2_1, v, num, "ε")
+    # two points needed per panel: so has two clear points, emnist one
+    v, num = run(_envelope({"so": [0.01, 0.02, 0, 0], "emnist": [0.03, 0, 0, 0]}), {**C_B2_1, "min_points": 2})
+    assert v == "inconclusive" and num["groups"]["so"]["verdict"] == "pass"
+    # without min_points every point must hold clearly: ties are inside the tolerance
+    assert run(_envelope({"so": [0, 0.02, 0, 0], "emnist": [0.03, 0, 0, 0]}),
+               {k: v for k, v in C_B2_1.items() if k != "min_points"})[0] == "inconclusive"

@@ -421,3 +421,12 @@ def test_report_in_a_headless_browser(built, tmp_path, name):
     for cells in result["reasons"]:
         for reason, visible in cells:
             assert reason and visible, cells
+
+
+def test_the_summary_orders_every_cause():
+    """Every cause dpfl.claims can give has its place in the report's summary of causes (a cause missing from
+    CAUSE_ORDER would vanish from it)."""
+    from dpfl.claims import CAUSES
+    from dpfl.report import CAUSE_ORDER
+
+    assert sorted(CAUSE_ORDER) == sorted(CAUSES)

@@ -33,7 +33,7 @@ from dpfl.claims import CAUSES, rounded, summarize_check
 from dpfl.data.common import sha256_file
 
 VERDICT_ORDER = ["pass", "fail", "inconclusive", "stand-in"]
-CAUSE_ORDER = ["reduced-scale", "no-rows", "documented-difference", "stand-in", "not-reproduced"]
+CAUSE_ORDER = ["reduced-scale", "no-rows", "documented-difference", "paper-inconsistent", "stand-in", "not-reproduced"]
 MODE_LABEL = {"none": "paper's algorithm (compat: none)", "authors-code": "authors' code (compat: authors-code)"}
 MIME = {".png": "image/png", ".pdf": "application/pdf", ".csv": "text/csv"}
 

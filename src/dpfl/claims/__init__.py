@@ -16,14 +16,15 @@ rows of the table, chosen by column values ("selectors"). Verdicts:
 A claim's verdict is the worst of its checks (fail > inconclusive > pass). Each check returns the
 numbers behind its verdict so that a reader can judge the margin, and a `reason`: one sentence built from those
 numbers (REASONS: one builder per kind; `claim_reason` joins the checks that decided the verdict). `cause_of`
-names why a verdict is not a pass, where known: no-rows, stand-in, documented-difference, reduced-scale,
-not-reproduced.
+names why a verdict is not a pass, where known: no-rows, stand-in, documented-difference, paper-inconsistent (the
+claim's `paper_inconsistent` says why the paper contradicts itself), reduced-scale, not-reproduced.
 
 Check kinds (keys in brackets are optional; `CHECK_KEYS` (schema.py) is the exact list of each kind's keys,
 and the configuration schema of a check is generated from it by `check_schema()`):
   compare           left OP factor·right + offset, pointwise on x [match_on: other columns that pair rows;
                     op "abs<=" with max_diff: |left − right| ≤ max_diff; at: first|last (only the
-                    smallest/largest x); min_points: how many points must satisfy it (default all);
+                    smallest/largest x); min_points: how many points must satisfy it clearly (beyond tol), per
+                    group (group_by, else the match_on columns: per panel) (default all);
                     group_by + min_group_share | min_groups: how many groups must pass; tol_se: the
                     tolerance is at least the standard error of the difference (column se)]
   eventually        some grid x0 exists with the comparison holding at every x ≥ x0 (reports x0)

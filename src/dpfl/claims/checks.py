@@ -28,9 +28,20 @@ from dpfl.claims.selection import (
     select,
 )
 
+def _count_groups(c) -> list[str]:
+    """The groups a compare check tallies separately: `group_by`; with `min_points` and no group_by, the `match_on`
+    columns, so that "at ≥ N points" holds per panel (e.g. bietti2022's C-B2-1: at ≥ 1 ε in every panel) rather
+    than over all panels together."""
+    if c.get("group_by"):
+        return list(c["group_by"])
+    return list(c.get("match_on", [])) if "min_points" in c else []
+
+
 def _check_compare(df, c):
+    """left OP factor·right + offset at every paired point, or (min_points) clearly at ≥ N points of each group
+    (_count_groups): fewer clear points, but enough with those within the tolerance, is inconclusive."""
     col = c.get("column", "y")
-    groups = c.get("group_by", [])
+    groups = _count_groups(c)
     keys = ["x"] + sorted(set(c.get("match_on", [])) | set(groups))
     pair, (left_curve, right_curve) = _pairs(df, c, keys, se=c.get("tol_se", False))
     factor = c.get("factor", 1.0)
@@ -47,12 +58,14 @@ def _check_compare(df, c):
         entry = numbers["groups"][_group_key(name)]
         entry["label"] = _group_label(g, groups, pair) if groups else "all"
         entry["worst"] = _point(pair, int(idx[np.argmin(margin[idx])]), keys, lhs, rhs, margin, tol)
+        entry["best"] = _point(pair, int(idx[np.argmax(margin[idx])]), keys, lhs, rhs, margin, tol)
         inside = idx[within[idx]]
         if len(inside):
             entry["within_tol_points"] = int(len(inside))
             entry["within_tol_margins"] = [float(margin[inside].min()), float(margin[inside].max())]
     worst = int(np.argmin(margin))
     numbers.update({
+        "group_by": groups,
         "left_curve": left_curve,
         "right_curve": right_curve,
         "points": len(pair),

@@ -82,8 +82,9 @@ def _points_word(c: dict, x_name: str) -> str:
     return "points" if (set(c.get("match_on", [])) | set(c.get("group_by", []))) else f"{x_name} values"
 
 
-def _groups_word(c: dict) -> str:
-    return "panels" if c.get("group_by") == ["panel"] else "groups"
+def _groups_word(c: dict, groups: list[str] | None = None) -> str:
+    """What the groups of a check are called: panels (grouped by panel alone) or groups."""
+    return "panels" if (c.get("group_by") if groups is None else groups) == ["panel"] else "groups"
 
 
 def _count_text(g: dict, c: dict, x_name: str) -> str:
@@ -107,15 +108,28 @@ def _reason_compare(c, verdict, n, x_name):
     left, right, rel = _relation(c, n)
     where = {"first": f" at the smallest {x_name}", "last": f" at the largest {x_name}"}.get(c.get("at"), "")
     groups = n["groups"]
-    gb = c.get("group_by", [])
+    gb = n.get("group_by", c.get("group_by", []))  # min_points without group_by: per match_on group
     if gb:
-        unit = _groups_word(c)
+        unit = _groups_word(c, gb)
         shared = "min_group_share" in c or "min_groups" in c
         need = n["groups_needed"] if shared else len(groups)
         n_pass = sum(g["verdict"] == "pass" for g in groups.values())
-        head = f"{rel}{where} in {n_pass} of {len(groups)} {unit}" + (f" ({need} needed)" if shared else "")
+        per = ""
+        if "min_points" in c:
+            word = f"{x_name} value" if set(c.get("match_on", [])) <= set(gb) else "point"
+            k = c["min_points"]
+            per = f" clearly at ≥ {k} {word}{'s' if k != 1 else ''} per {unit[:-1]}"
+        head = f"{rel}{where}{per} in {n_pass} of {len(groups)} {unit}" + (f" ({need} needed)" if shared else "")
         if verdict == "pass":
             return head
+        if "min_points" in c:  # the groups short of N clear points, with their closest approach to the claim
+            short = [g for g in groups.values() if g["verdict"] == verdict]
+            g = short[0]
+            more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
+            best = {**g["best"], "at": {k: v for k, v in g["best"]["at"].items() if k not in gb}}
+            return head + (f"; {g['label']}: clearly at {g['satisfied']} of {g['points']} {word}s ({g['needed']} "
+                           f"needed), {g['within_tol']} within the tolerance, best "
+                           f"{_point_text(best, c, left, right, x_name, 'closest')}{more}")
         if verdict == "fail":
             bad = [g for g in groups.values() if g["verdict"] == "fail"]
             worst = min(bad, key=lambda g: g["worst"]["margin"])

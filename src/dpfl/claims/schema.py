@@ -69,7 +69,9 @@ KEY_SCHEMAS: dict[str, dict] = {
     "op": {"enum": list(OPS)},
     "max_diff": {"type": "number", "minimum": 0, "description": "op abs<=: |left − right| ≤ max_diff"},
     "at": {"enum": ["first", "last"], "description": "compare only at the smallest / largest x"},
-    "min_points": {"type": "integer", "minimum": 1, "description": "points that must satisfy the claim (default all)"},
+    "min_points": {"type": "integer", "minimum": 1,
+                   "description": "points that must satisfy the claim beyond the tolerance, per group (compare: "
+                                  "group_by, else match_on) (default all)"},
     "min_group_share": {"type": "number", "minimum": 0, "maximum": 1,
                         "description": "with group_by: share of groups that must pass"},
     "min_groups": {"type": "integer", "minimum": 1, "description": "with group_by: number of groups that must pass"},

@@ -45,6 +45,8 @@ def evaluate_claim(df: pd.DataFrame, claim: dict, data_source: str, x_name: str 
         "reason": claim_reason(results, verdict, data_source),
         "checks": results,
     }
+    if claim.get("paper_inconsistent"):
+        out["paper_inconsistent"] = claim["paper_inconsistent"]
     if any("no_rows" in r["numbers"] for r in results):
         out["no_rows"] = True
     return out
@@ -75,6 +77,8 @@ CAUSES = {
     "no-rows": "a selection of the claim finds no rows in this table: the settings do not produce what it checks",
     "stand-in": "synthetic stand-in data: not evidence either way",
     "documented-difference": "a documented difference between the paper and the authors' code",
+    "paper-inconsistent": "the paper contradicts itself here (the claim's paper_inconsistent says how): its "
+                          "statements cannot all hold under its stated setup",
     "reduced-scale": "a reduced-scale run: not the paper-scale result",
     "not-reproduced": "not reproduced: a finding at paper scale on real data",
 }
@@ -111,9 +115,11 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
     """(cause, short text) of a claim's verdict: None for a pass; for the others, in this order: `no-rows` (the claim
     is inconclusive because a selection found no rows: nothing was checked), `stand-in`
     (synthetic data), `documented-difference` (in the default mode the authors-code variant of the same figure
-    passes the claim: `other_verdict`; `difference` names it, e.g. the claim's note), `reduced-scale` (this run's
-    settings differ from the paper's: `reductions`), else `not-reproduced` (a genuine finding at paper scale on real
-    data)."""
+    passes the claim: `other_verdict`; `difference` names it, e.g. the claim's note), `paper-inconsistent` (the claim
+    carries `paper_inconsistent`: the paper's own statements contradict each other here, so no run, at any scale,
+    reproduces them all; before reduced-scale, which would wrongly suggest that the paper scale could),
+    `reduced-scale` (this run's settings differ from the paper's: `reductions`), else `not-reproduced` (a genuine
+    finding at paper scale on real data)."""
     verdict = result["verdict"]
     if verdict == "pass":
         return None, ""
@@ -128,6 +134,9 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
         if reductions:
             text += f" ({_reductions_text(scale, reductions)})"
         return "documented-difference", text
+    if result.get("paper_inconsistent"):
+        return "paper-inconsistent", (f"the paper contradicts itself here: {result['paper_inconsistent']}"
+                                      + (f" ({_reductions_text(scale, reductions)})" if reductions else ""))
     if reductions:
         return "reduced-scale", (f"{_reductions_text(scale, reductions)}; a reduced-scale verdict is not the "
                                  f"paper-scale result")
