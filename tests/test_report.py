@@ -430,3 +430,67 @@ def test_the_summary_orders_every_cause():
     from dpfl.report import CAUSE_ORDER
 
     assert sorted(CAUSE_ORDER) == sorted(CAUSES)
+
+
+# --------------------------------------------------------------------------------------------------
+# issue 23 item 2: a claim over several figures with a stand-in member also gets its verdict without it
+# --------------------------------------------------------------------------------------------------
+
+C_D7 = {"id": "C-D7", "figures": ["fig1", "fig2"], "claim": "A beats B everywhere",
+        "checks": [{"kind": "compare", "left": {"algorithm": "a"}, "right": {"algorithm": "b"}, "op": "<",
+                    "tol": 0.01}]}
+
+
+def _cross_with_standin(root: Path, fig2_a: list[float], sources=("standin", "real"), fig2_params=None) -> dict:
+    """fig1 (A above B: the claim fails there) and fig2 (`fig2_a` against B), with these data sources; C-D7 over
+    both; returns its claims file."""
+    entries = [write_figure(root, "fig1", "none", table("fig1", [0.9, 0.8, 0.7, 0.6], [0.6, 0.5, 0.4, 0.3]), [],
+                            data_source=sources[0]),
+               write_figure(root, "fig2", "none", table("fig2", fig2_a, [0.6, 0.5, 0.4, 0.3]), [],
+                            data_source=sources[1], params=fig2_params or {"trials": 3},
+                            paper_params={"trials": 20} if fig2_params else None)]
+    out = root / f"results/{PAPER}/claims-C-D7.json"
+    run_paper_claims(PAPER, C_D7, [str(root / e["dir"] / f"{e['figure']}.csv") for e in entries],
+                     [str(root / e["dir"] / f"{e['figure']}.json") for e in entries], str(out), None, {"x_name": "ε"})
+    cross = [{"paper": PAPER, "id": "C-D7", "mode": "none", "figures": ["fig1", "fig2"],
+              "path": f"results/{PAPER}/claims-C-D7.json"}]
+    build_report(entries, {"scale": "quick"}, str(root / paths.REPORT_HTML), None, root=root, paper_claims=cross)
+    return json.loads(out.read_text())
+
+
+def test_a_claim_over_figures_with_a_stand_in_member_has_a_verdict_without_it(tmp_path):
+    data = _cross_with_standin(tmp_path, [0.5, 0.4, 0.3, 0.2])
+    assert data["data_sources"] == {"fig1": "standin", "fig2": "real"}
+    c = data["claims"][0]
+    assert c["verdict"] == "stand-in" and c["verdict_on_data"] == "fail" and c["cause"] == "stand-in"
+    part = c["without_standin"]
+    assert part["figures"] == ["fig2"] and part["standin_figures"] == ["fig1"] and part["data_source"] == "real"
+    assert part["verdict"] == part["verdict_on_data"] == "pass" and part["cause"] is None
+    assert part["reason"].startswith("passes: Method A < Method B at all 4 ε values")
+    # the report shows both: in the claim's cell and in the summary row
+    text = html.unescape((tmp_path / paths.REPORT_HTML).read_text())
+    assert "without the stand-in figure fig1, over fig2 (real data): pass" in text
+    raw = (tmp_path / paths.REPORT_HTML).read_text()
+    assert re.search(r">&nbsp;C-D7: stand-in&nbsp;</span> <span class=\"pass\"[^>]*>&nbsp;without fig1: pass&nbsp;",
+                     raw)
+    p = parse(tmp_path / paths.REPORT_HTML)
+    (row,) = [r for r in p.rows if r["id"] == "C-D7"]
+    assert "stand-in" in row["cells"][0]["classes"] and row["cells"][0]["reason"].startswith("stand-in data")
+
+
+def test_the_verdict_without_stand_ins_has_its_own_cause(tmp_path):
+    """The real-data part fails at reduced scale: its cause is reduced-scale, while the whole stays stand-in."""
+    c = _cross_with_standin(tmp_path, [0.5, 0.6, 0.3, 0.2], fig2_params={"trials": 3})["claims"][0]
+    assert c["verdict"] == "stand-in" and c["without_standin"]["verdict"] == "fail"
+    assert c["without_standin"]["cause"] == "reduced-scale" and "trials 3 (paper 20)" in c["without_standin"][
+        "cause_text"]
+    text = html.unescape((tmp_path / paths.REPORT_HTML).read_text())
+    assert "over fig2 (real data): fail" in text and "fails: at ε = 1, Method A 0.600 vs Method B 0.500" in text
+
+
+@pytest.mark.parametrize("sources", [("real", "real"), ("standin", "standin")])
+def test_no_part_without_stand_ins_when_all_or_none_are_stand_ins(tmp_path, sources):
+    c = _cross_with_standin(tmp_path, [0.5, 0.4, 0.3, 0.2], sources=sources)["claims"][0]
+    assert "without_standin" not in c
+    assert c["verdict"] == ("fail" if sources[0] == "real" else "stand-in")
+    assert "without the stand-in" not in (tmp_path / paths.REPORT_HTML).read_text()

@@ -3,7 +3,8 @@ claims table and run time; the settings used; every inferred setting. A figure b
 algorithm and `compat: authors-code`) shows both images and both verdicts side by side. Each claim shows its
 verdict, the reason (one sentence from its numbers) and the cause where known; the raw numbers are one click away,
 rounded to 4 significant digits. Claims over several figures (a paper file's top-level `claims:`) have their own
-table under the paper.
+table under the paper; where some of their figures ran on stand-in data, the verdict over the others alone
+(`without_standin`, dpfl.stages.claims) is shown beside the verdict over all of them.
 
 It only reads what the figure stages wrote (sidecars, claims.json, Markdown captions, benchmark files), so it is
 cheap to rebuild. `standalone=True` inlines every image, PDF and CSV as a data: URI: one file that can be copied
@@ -86,13 +87,18 @@ def _benchmark(path: Path) -> dict:
 def _prepare_claims(claims: list[dict]) -> list[dict]:
     """Add what the page shows to each claim: a summary line per check and its numbers rounded for reading."""
     for c in claims:
-        c.setdefault("reason", "")
-        c.setdefault("cause", None)
-        c.setdefault("cause_text", "")
-        for check in c["checks"]:
-            check["summary"] = summarize_check(check["check"])
-            check.setdefault("reason", "")
-            check["numbers_json"] = json.dumps(rounded(check["numbers"]), indent=1, default=str, ensure_ascii=False)
+        for part in (c, c.get("without_standin")):  # a claim over several figures: also without its stand-ins
+            if not part:
+                continue
+            part.setdefault("reason", "")
+            part.setdefault("cause", None)
+            part.setdefault("cause_text", "")
+            for check in part["checks"]:
+                check["summary"] = summarize_check(check["check"])
+                check.setdefault("reason", "")
+                check["numbers_json"] = json.dumps(rounded(check["numbers"]), indent=1, default=str,
+                                                   ensure_ascii=False)
+        c.setdefault("without_standin", None)
     return claims
 
 

@@ -2,6 +2,10 @@
 figures together (a paper file's top-level `claims:`, e.g. lowy2023's C-L89a/b over Figs 8 and 9) on their tables
 concatenated, panels renamed "<figure>/<panel>" -> results/<paper>/claims-<id>.json.
 
+A claim over several figures some of which (not all) ran on stand-in data is `stand-in` as a whole; it also gets its
+verdict over the other figures alone (`without_standin`), so that a stand-in member does not hide what the real data
+say.
+
 Each claim gets its verdict, a one-sentence `reason` built from its numbers, and a `cause` where known
 (dpfl.claims.cause_of): `stand-in`, `documented-difference` (the authors-code variant of the same figure passes
 the claim: its claims file is an input when that variant is built), `reduced-scale` (this run's settings differ
@@ -42,12 +46,16 @@ def _log_results(log, results: list[dict], where: str = "") -> None:
         (log.warning if r.get("no_rows") else log.info)("%s", line)
 
 
-def _other_verdicts(paths) -> dict:
-    """Claim id -> verdict in the authors-code variant (its claims file), when it was built."""
+def _other_verdicts(paths, part: str | None = None) -> dict:
+    """Claim id -> verdict in the authors-code variant (its claims file), when it was built; with `part`, the verdict
+    of that part of the claim (e.g. `without_standin`), where the variant has one."""
     out = {}
     for path in paths or ():
         for c in json.loads(Path(path).read_text())["claims"]:
-            out[c["id"]] = c["verdict"]
+            if part is None:
+                out[c["id"]] = c["verdict"]
+            elif c.get(part):
+                out[c["id"]] = c[part]["verdict"]
     return out
 
 
@@ -102,21 +110,48 @@ def concat_tables(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True, sort=False)
 
 
+#: what a claim's part over the figures without stand-in data keeps of its evaluation
+_PART_KEYS = ("verdict", "verdict_on_data", "reason", "cause", "cause_text", "checks", "no_rows", "other_mode")
+
+
+def _without_standin(tables: dict[str, pd.DataFrame], sidecars: dict[str, dict], spec: dict, context: dict,
+                     other_paths, mode: str) -> dict | None:
+    """The claim's verdict over the figures whose data are not stand-ins, when some (not all) are: a stand-in member
+    makes the verdict over all figures `stand-in`, which would hide what the real data say (kato2024's C-K4a-f over
+    Figs 4-7 with a stand-in Creditcard, Fig 4). None when every figure, or none, is a stand-in."""
+    kept = [f for f in tables if sidecars[f]["data_source"] != "standin"]
+    if not kept or len(kept) == len(tables):
+        return None
+    out = _evaluate(concat_tables({f: tables[f] for f in kept}), [spec], [sidecars[f] for f in kept], context,
+                    _other_verdicts(other_paths, "without_standin"), mode)
+    result = out["claims"][0]
+    return {"figures": kept, "standin_figures": [f for f in tables if f not in kept],
+            "data_source": out["data_source"], "reductions": out["reductions"],
+            **{k: result[k] for k in _PART_KEYS if k in result}}
+
+
 def run_paper_claims(paper: str, claim: dict, csv_paths: list[str], sidecar_paths: list[str], out_path: str,
                      log_path: str | None, context: dict | None = None, other_paths=()) -> None:
-    """A claim over several figures (`claim["figures"]`, in the order of csv_paths / sidecar_paths)."""
+    """A claim over several figures (`claim["figures"]`, in the order of csv_paths / sidecar_paths). Where some but
+    not all of them ran on stand-in data, the claim also gets its verdict over the others alone (`without_standin`:
+    figures, verdict, reason, cause, checks), beside the verdict over all of them (then `stand-in`)."""
     log = get_logger(log_path, f"{paper}/{claim['id']}:claims")
     figures = list(claim["figures"])
     try:
-        df = concat_tables({f: tidy.read(p) for f, p in zip(figures, csv_paths)})
+        tables = {f: tidy.read(p) for f, p in zip(figures, csv_paths)}
         sidecars = [json.loads(Path(p).read_text()) for p in sidecar_paths]
         modes = {s["mode"] for s in sidecars}
+        mode = "authors-code" if "authors-code" in modes else "none"
         spec = {k: v for k, v in claim.items() if k != "figures"}
-        out = _evaluate(df, [spec], sidecars, context or {}, _other_verdicts(other_paths),
-                        "authors-code" if "authors-code" in modes else "none")
+        out = _evaluate(concat_tables(tables), [spec], sidecars, context or {}, _other_verdicts(other_paths), mode)
+        part = _without_standin(tables, dict(zip(figures, sidecars)), spec, context or {}, other_paths, mode)
     except Exception as exc:
         log.error("claim %s over %s not evaluated: %s: %s", claim["id"], "+".join(figures), type(exc).__name__, exc)
         raise
     _log_results(log, out["claims"], f" over {'+'.join(figures)}")
-    write_json({"paper": paper, "figure": None, "figures": figures, "claim_id": claim["id"], **out,
+    if part is not None:
+        out["claims"][0]["without_standin"] = part
+        _log_results(log, [{"id": claim["id"], **part}], f" over {'+'.join(part['figures'])} (without stand-ins)")
+    write_json({"paper": paper, "figure": None, "figures": figures, "claim_id": claim["id"],
+                "data_sources": {f: s["data_source"] for f, s in zip(figures, sidecars)}, **out,
                 "inputs": inputs_record(dict(zip(figures, csv_paths)), claim)}, out_path)
