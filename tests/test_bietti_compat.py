@@ -121,6 +121,55 @@ def test_shuffled_runs_end_when_the_data_is_exhausted_and_account_each_rounds_ra
     assert df.groupby(["a", "eta"])["end"].sum().eq(1).all()
 
 
+def test_shuffled_runs_record_the_epsilon_a_certificate_without_amplification_gives(tmp_path):
+    """B1's nominal ε is the authors' Poisson analysis (q_t = L_t/N) of a sampler that is not Poisson; eps_certified
+    is the Gaussian mechanism with multiplier σ/2 (replace one user: sensitivity 2C, noise σC) composed once per round
+    the most active user takes part in, capped: min(t, k_max). Here the users hold [23, 12, 4, 31, 17, 20] rows,
+    m = 5 and E = 2, so they take part in 2·⌊n_i/5⌋ = [8, 4, 0, 12, 6, 8] rounds: k_max = 12; σ = 2, so z = 1 and
+    RDP(α) = k·α/2."""
+    import dp_accounting
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    from dpfl.privacy.rdp import STANDARD_ORDERS
+
+    job, inputs, _ = _emnist_job(tmp_path, {"sampling": "shuffle"})
+    df = run_cell(job, inputs, lambda m: None)
+    delta, k_max = 1e-4, 12
+
+    def by_hand(k):  # Balle et al. (2020) on RDP(α) = k·α/(2z²), z = 1, order by order
+        return min(k * a / 2 + math.log1p(-1 / a) - (math.log(delta) + math.log(a)) / (a - 1) for a in STANDARD_ORDERS)
+
+    def dp_accounting_eps(k):
+        acc = dp_accounting.rdp.RdpAccountant(list(STANDARD_ORDERS), dp_accounting.NeighboringRelation.REPLACE_ONE)
+        acc.compose(dp_accounting.GaussianDpEvent(1.0), k)
+        return acc.get_epsilon(delta)
+
+    private = df[df["a"] > 0]
+    rounds = private.groupby("round")["eps_certified"].agg(["min", "max"])
+    assert (rounds["min"] == rounds["max"]).all()  # the same for every a > 0 and η
+    T = int(df["round"].max())
+    assert T > k_max and set(range(0, T + 1, 4)) <= set(rounds.index)
+    for t, e in rounds["min"].items():
+        k = min(t, k_max)
+        assert e == (0.0 if t == 0 else pytest.approx(dp_accounting_eps(k), rel=1e-12))
+        if t:
+            assert e == pytest.approx(by_hand(k), rel=1e-12)
+    final = float(rounds["min"].iloc[-1])
+    assert final == pytest.approx(19.6121, abs=1e-4)  # by_hand(12): 6α + ln(1 − 1/α) − (ln δ + ln α)/(α − 1)
+    # a valid bound: not below the exact (ε, δ) of the same Gaussian, μ = √k_max / z (Balle & Wang 2018) ...
+    mu = math.sqrt(k_max)
+    exact = brentq(lambda e: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2) - delta, 0, 100)
+    assert exact < final < 1.1 * exact
+    # ... and far above the authors' nominal ε, which counts on amplification the schedule does not give
+    assert (private["eps_certified"] > 5 * private["eps"]).loc[private["round"] > 0].all()
+    assert (df.loc[df["a"] == 0, "eps_certified"] == 0).all()
+    # the paper's Poisson sampling: its analysis is exact, the certified ε is the nominal one
+    paper, _, _ = _emnist_job(tmp_path, {})
+    poisson = run_cell(paper, inputs, lambda m: None)
+    assert (poisson["eps_certified"] == poisson["eps"]).all() and (poisson["eps"] > 0).any()
+
+
 def test_per_run_streams_name_each_run_by_its_config(tmp_path):
     impl = {"rng": "per_run"}
     job, inputs, _ = _emnist_job(tmp_path, impl, levels=(0.5,), etas=(0.1, 0.4))
@@ -151,13 +200,14 @@ def test_paper_defaults_come_from_the_schema_and_keys_are_checked():
 
 
 def test_excess_risk_per_coordinate_and_end_rows():
-    """B3: the synthetic figure draws the excess risk ÷ d (the claims still select quantity excess_risk); B4 and
-    runs that end at different rounds: the final window reads each run's `end` row."""
+    """B3 (with B1 set, as compat sets it: the synthetic task takes every user anyway): the synthetic figure draws
+    the excess risk ÷ d (the claims still select quantity excess_risk); B4 and runs that end at different rounds: the
+    final window reads each run's `end` row."""
     figure = {"grids": {"syn": {"task": "synthetic", "synthetic": {"n_users": 6, "dim": 4, "personal": 2}, "rounds": 5,
                                 "clip": 1.0, "sigmas": [1.0], "levels": [0, 1, "inf"], "etas": [0.1, 0.3],
                                 "model": "linear", "max_memory_mib": 4096}},
               "delta": 1e-4, "seeds": [0], "dtype": "float32",
-              "implementation": {**PAPER, "excess_risk": "coordinate_mean"}}
+              "implementation": {**PAPER, "excess_risk": "coordinate_mean", "sampling": "shuffle"}}
     tables = []
     for cell in LAYOUT.cells(figure):
         params, _ = LAYOUT.cell_params(figure, {}, cell)
@@ -165,6 +215,9 @@ def test_excess_risk_per_coordinate_and_end_rows():
                                lambda m: None))
     runs = pd.concat(tables)
     assert (runs["metric"] == "excess_risk_per_coordinate").all()
+    # every user every round (B1 concerns the federated tasks): T Gaussian steps, the nominal ε is certified as it is
+    assert (runs["eps_certified"] == runs["eps"]).all()
+    assert (runs.loc[(runs["round"] == 5) & (runs["a"] > 0), "eps"] > 0).all()
     assert np.allclose(runs["excess_risk_per_coordinate"] * 4, runs["excess_risk"])
     table = fig1(figure, tables, lambda m: None)
     final = table[(table["window"] == "final") & (table["level"] == "1")]

@@ -23,6 +23,7 @@ from dpfl.privacy.rdp import (
     SampledGaussian,
     calibrate_noise_multiplier,
     epsilon,
+    epsilon_after_steps,
     epsilon_curve,
     epsilon_from_rdp,
     poisson_gaussian_rdp,
@@ -342,6 +343,32 @@ def test_sampled_without_replacement_matches_rdp_accountant_replace_one():
     np.testing.assert_allclose(curve, want, rtol=1e-12)
     # replace-one with sampling is looser than the add/remove Poisson analogue at the same rate
     assert epsilon(mech, z, 200, 1e-5) > epsilon(SampledGaussian("poisson", q=batch / n), z, 200, 1e-5)
+
+
+def test_epsilon_after_steps_takes_any_step_counts():
+    """ε after arbitrary step counts (a capped schedule such as min(t, k)): the same as `epsilon` at each count, the
+    Gaussian's closed form by hand, dp-accounting's RdpAccountant under replace-one, 0 for no step."""
+    z, delta = 1.5, 1e-4
+    mech = SampledGaussian("none")
+    steps = np.minimum(np.arange(0, 9), 5).reshape(3, 3)  # any shape; 0, 1, .., 5, 5, 5
+    got = epsilon_after_steps(mech, z, steps, delta)
+    assert got.shape == (3, 3) and got[0, 0] == 0.0
+    for k, e in zip(steps.ravel()[1:], got.ravel()[1:]):
+        assert e == pytest.approx(epsilon(mech, z, int(k), delta), rel=1e-12)
+        assert e == pytest.approx(
+            balle(STANDARD_ORDERS, [k * a / (2 * z**2) for a in STANDARD_ORDERS], delta), rel=1e-12
+        )
+        replace_one = dp_accounting.NeighboringRelation.REPLACE_ONE
+        assert e == pytest.approx(
+            dpa_epsilon(dp_accounting.GaussianDpEvent(z), int(k), delta, relation=replace_one), rel=1e-12
+        )
+    assert (got.ravel()[6:] == got.ravel()[5]).all() and np.all(np.diff(got.ravel()[:6]) > 0)
+    sub = SampledGaussian("poisson", q=0.05)
+    np.testing.assert_allclose(
+        epsilon_after_steps(sub, 0.9, np.arange(1, 7), delta), epsilon_curve(sub, 0.9, 1, 6, delta), rtol=1e-12
+    )
+    with pytest.raises(ValueError, match=">= 0"):
+        epsilon_after_steps(mech, z, [-1, 2], delta)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -162,6 +162,22 @@ def epsilon_curve(
     return eps
 
 
+def epsilon_after_steps(
+    mechanism: SampledGaussian, z: float, steps, delta: float, orders=STANDARD_ORDERS
+) -> np.ndarray:
+    """ε after each count in `steps` (how many times the mechanism has run so far; any shape, 0 gives ε = 0), in one
+    vectorized pass: for schedules whose count per round is not t (e.g. the rounds one privacy unit can have taken
+    part in, capped by how many it takes at most)."""
+    per_step = rdp_per_step(mechanism, z, orders)
+    counts = np.asarray(steps, dtype=float)
+    if counts.size and counts.min() < 0:
+        raise ValueError(f"step counts must be >= 0, got {counts.min()}")
+    with np.errstate(invalid="ignore"):  # 0 steps of an order with unbounded RDP: 0, not NaN
+        total = np.where(counts[..., None] == 0, 0.0, counts[..., None] * per_step)
+    eps, _ = epsilon_from_rdp(orders, total, delta)
+    return np.asarray(eps, float)
+
+
 def epsilon_curve_schedule(mechanisms, z: float, delta: float, orders=STANDARD_ORDERS) -> np.ndarray:
     """ε after each round t = 1..len(mechanisms) of a run whose round t is one step of `mechanisms[t-1]` (e.g. a
     sampling rate that changes from round to round): the rounds' RDP adds up (composition), computed once per

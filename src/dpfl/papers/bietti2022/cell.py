@@ -9,7 +9,9 @@ metric is not finite is marked failed). Tasks: `synthetic` (spec §1.1, generate
 round) and `emnist` (spec §1.3, the prepared federated EMNIST; top-1 test accuracy every `eval_every` rounds and
 after the last).
 Returns one row per (seed, a, η, evaluation round): the metric, ε nominal / certified, and `end` (the run's end of
-training, which the tables read as "final").
+training, which the tables read as "final"). ε certified equals ε nominal except under B1 `sampling: shuffle`, whose
+nominal ε is the authors' Poisson analysis of a fixed-size sampler; there it is what a certificate without
+amplification gives (dpfl.papers.bietti2022.methods.shuffled_certified_curve).
 
 `params.implementation` (spec §8; `compat: authors-code` sets the published code's values): B1 `sampling: shuffle`
 (each run's rounds come from a plan drawn up front: the first Q of the shuffled users with data left, until all are
@@ -84,6 +86,7 @@ class _Run:
     T: int
     q: object
     full_T: int | None = None  # T of the configured passes, where the data sets it
+    most_rounds: int | None = None  # B1: the most rounds one user takes part in (None: Poisson, certified = nominal)
 
 
 class _PpSgdRounds(RoundRule):
@@ -104,11 +107,13 @@ class _GridEvaluation(Evaluation):
     training (`end`), per config of the batch."""
 
     def __init__(self, model, grid, eps: dict, end: int, metric: str):
+        """`eps`: per a, the (nominal, certified) ε after each round (index 0: before the first)."""
         self.model, self.grid, self.eps, self.end, self.metric = model, grid, eps, end, metric
 
     def evaluate(self, state, t: int) -> dict:
         values = dict(self.model.evaluate(state))
-        values["eps"] = np.array([self.eps[float(a)][t] for a in self.grid.a])
+        values["eps"] = np.array([self.eps[float(a)][0][t] for a in self.grid.a])
+        values["eps_certified"] = np.array([self.eps[float(a)][1][t] for a in self.grid.a])
         values["end"] = np.full(len(self.grid), t == self.end)
         return values
 
@@ -179,7 +184,8 @@ class _Setup:
                 if not shuffle:
                     return _Run(users.next_batch, self.T, self.q, self.T_epochs)
                 T = min(users.rounds, int(p["rounds"])) if p.get("rounds") else users.rounds
-                return _Run(users.next_batch, T, users.users_per_round[:T] / self.N, users.rounds)
+                return _Run(users.next_batch, T, users.users_per_round[:T] / self.N, users.rounds,
+                            int(users.rounds_per_user.max(initial=0)))
 
             def evaluate(W, Th):
                 acc = accuracy(data, W, Th).cpu().numpy()
@@ -325,7 +331,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     from dpfl.fl.device import describe, resolve_device
     from dpfl.fl.engine import NoFreeze, progress_rounds, run_rounds
     from dpfl.io import Progress
-    from dpfl.papers.bietti2022.methods import epsilon_curve
+    from dpfl.papers.bietti2022.methods import epsilon_curve, shuffled_certified_curve
     from dpfl.papers.bietti2022.ppsgd import Grid, grid_tensors
 
     p = job.params
@@ -368,11 +374,13 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
             run = setup.stream(seed, run_key)
             noise_gen = setup.streams.noise(seed, sigma, run_key, device)
             eval_at, end = evaluation_rounds(run.T, setup.every), setup.end_round(run.T, impl["end_point"])
-            # ε after each round (0 before the first), the same for every a > 0 of the run
-            schedule = (run.T, np.asarray(run.q, float).tobytes())
+            # ε nominal and certified after each round (0 before the first), the same for every a > 0 of the run
+            schedule = (run.T, np.asarray(run.q, float).tobytes(), run.most_rounds)
             for a in set(map(float, sub.a)) - set(eps_cache.get(schedule, {})):
-                eps_cache.setdefault(schedule, {})[a] = np.concatenate(
-                    [[0.0], epsilon_curve(sigma or 0.0, a, run.T, run.q, delta)])
+                nominal = np.concatenate([[0.0], epsilon_curve(sigma or 0.0, a, run.T, run.q, delta)])
+                certified = nominal if run.most_rounds is None else np.concatenate(
+                    [[0.0], shuffled_certified_curve(sigma or 0.0, a, run.T, run.most_rounds, delta)])
+                eps_cache.setdefault(schedule, {})[a] = (nominal, certified)
             state = model.start()
             done = run_rounds(state, _PpSgdRounds(model, run, noise_gen, q),
                               _GridEvaluation(model, sub, eps_cache[schedule], end, setup.metric), rounds=run.T,
@@ -387,7 +395,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
             del state, done
     df = pd.DataFrame(rows)
     failed = df.pop("failed")  # a row whose metric is not finite (dpfl.fl.engine.NoFreeze); its column goes last
-    df["eps_certified"] = df["eps"]  # the noise used is the noise accounted for (multiplier σ on the sum's C)
+    df["eps_certified"] = df.pop("eps_certified")  # (its column where it has always been)
     df["sigma"] = np.nan if sigma is None else sigma
     df["failed"] = failed
     # per seed, all configs of the cell (every batch): a round's training, and one evaluation (dpfl.bench)

@@ -79,8 +79,8 @@ class UserStreams:
     sampling "shuffle" (compat authors-code, spec §8 B1): each user's stream holds ⌊E·⌊n_i/m⌋⌉ minibatches (E passes);
     each round the users that still have data are shuffled and the first Q take their next minibatch, so late rounds
     have fewer than Q users; exhausted users drop out and the run ends when all are. The whole plan is drawn up
-    front: `rounds` is its length and `users_per_round` the L_t of every round (the global step's denominator and the
-    accountant's rate L_t/N).
+    front: `rounds` is its length, `users_per_round` the L_t of every round (the global step's denominator and the
+    nominal accountant's rate L_t/N) and `rounds_per_user` how many rounds each user is in (the certified ε's count).
     """
 
     def __init__(self, task, m: int, q: float, rng: np.random.Generator, sampling: str = "poisson",
@@ -90,6 +90,7 @@ class UserStreams:
         self.order = [rng.permutation(int(b)) for b in self.n_batches]  # the first epoch of every user
         self.pos = np.zeros(task.n_users, dtype=np.int64)
         self.plan, self.rounds, self.users_per_round, self.t = None, None, None, 0
+        self.rounds_per_user = None  # shuffle: how many rounds each user takes part in (its E·⌊n_i/m⌋ minibatches)
         if sampling == "shuffle":
             self.plan = self._shuffle_plan(int(per_round), float(epochs))
             self.rounds = len(self.plan)
@@ -108,6 +109,7 @@ class UserStreams:
 
     def _shuffle_plan(self, per_round: int, epochs: float) -> list[tuple[np.ndarray, np.ndarray]]:
         left = np.rint(epochs * self.n_batches).astype(np.int64)  # minibatches each user still has
+        self.rounds_per_user = left.copy()
         plan = []
         while left.any():
             users = np.sort(self.rng.permutation(np.flatnonzero(left > 0))[:per_round])
