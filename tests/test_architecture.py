@@ -6,7 +6,9 @@
 - papers never import each other;
 - a paper's plot (a module named `plot` or `*_plot`) draws the figure table only: of dpfl it imports the plotting
   helpers, the tidy-table schema, the figure declarations and its own paper's registry entry (the paper package's
-  `__init__`), nothing else (PLOT_ALLOWED), so editing an algorithm never reruns a plot job by itself;
+  `__init__`), nothing else (PLOT_ALLOWED), so editing an algorithm never reruns a plot job by itself; nor do the
+  packages between the paper and the plot (a figure family's sub-package, e.g. kato2024/training/), whose
+  `__init__` importing the plot runs and a plot job depends on (dpfl.codedeps);
 - no import cycles between modules.
 
 What counts as an import of a module (`imports_of`): `import dpfl.x`, `from dpfl.x import y` (dpfl.x.y when y is a
@@ -227,17 +229,28 @@ def paper_violations(module: str, targets: set[str]) -> list[str]:
             if t.startswith(f"{TOP}.papers.") and paper_of(t) != paper]
 
 
+def _plot_may_import(paper: str, target: str) -> bool:
+    return target == f"{TOP}.papers.{paper}" or any(target == a or target.startswith(a + ".") for a in PLOT_ALLOWED)
+
+
 def plot_violations(module: str, targets: set[str]) -> list[str]:
     """A paper's plot imports only PLOT_ALLOWED (and their submodules) and its own paper package's `__init__`."""
     if not is_plot(module):
         return []
     own = f"{TOP}.papers.{paper_of(module)}"
-
-    def allowed(t: str) -> bool:
-        return t == own or any(t == a or t.startswith(a + ".") for a in PLOT_ALLOWED)
-
     return [f"{module} imports {t}: a plot draws the figure table only (allowed: {', '.join(PLOT_ALLOWED)}, {own})"
-            for t in sorted(targets) if not allowed(t)]
+            for t in sorted(targets) if not _plot_may_import(paper_of(module), t)]
+
+
+def plot_package_violations(module: str, imports_by_module: Mapping[str, set[str]]) -> list[str]:
+    """The packages between a paper's package and its plot (kato2024.training for kato2024.training.plot) import no
+    more than the plot may: importing the plot runs their `__init__`, and its job depends on them."""
+    if not is_plot(module):
+        return []
+    paper, parts = paper_of(module), module.split(".")
+    packages = [".".join(parts[:i]) for i in range(4, len(parts))]  # below dpfl.papers.<paper>, above the plot
+    return [f"{pkg} imports {t}: it is a package of the plot {module}, which draws the figure table only"
+            for pkg in packages for t in sorted(imports_by_module.get(pkg, ())) if not _plot_may_import(paper, t)]
 
 
 def import_graph(mods: Mapping[str, Path], root: Path = SRC) -> dict[str, set[str]]:
@@ -309,6 +322,7 @@ def test_papers_do_not_import_each_other(module):
 @pytest.mark.parametrize("module", PLOTS)
 def test_plots_import_only_the_plotting_helpers_and_their_registry_entry(module):
     assert not plot_violations(module, IMPORTS[module])
+    assert not plot_package_violations(module, IMPORTS)
 
 
 def test_no_import_cycles():
@@ -324,7 +338,8 @@ KNOWN = {"dpfl", "dpfl.io", "dpfl.paths", "dpfl.tidy", "dpfl.figure", "dpfl.plot
          "dpfl.privacy.rdp", "dpfl.data", "dpfl.data.common", "dpfl.data.loaders", "dpfl.fl", "dpfl.fl.engine",
          "dpfl.stages", "dpfl.stages.cell", "dpfl.papers", "dpfl.papers.kato2024", "dpfl.papers.kato2024.cell",
          "dpfl.papers.kato2024.table", "dpfl.papers.kato2024.methods", "dpfl.papers.kato2024.group",
-         "dpfl.papers.kato2024.bars", "dpfl.papers.lowy2023"}
+         "dpfl.papers.kato2024.bars", "dpfl.papers.kato2024.training", "dpfl.papers.kato2024.training.cell",
+         "dpfl.papers.kato2024.training.layout", "dpfl.papers.kato2024.training.table", "dpfl.papers.lowy2023"}
 
 
 def read(source: str, module: str, is_package: bool = False) -> set[str]:
@@ -395,6 +410,22 @@ def test_plot_rule_flags_a_plot_importing_computation():
     fine = ("from dpfl.plotting import PALETTE\nfrom dpfl import tidy\nfrom dpfl.figure import FigureDef\n"
             "from . import FIGURES")
     assert not plot_violations(plot, read(fine, plot))
+    # a plot in a figure family's sub-package: its siblings and the sub-package itself are computation
+    family_plot = "dpfl.papers.kato2024.training.plot"
+    for src in ("from .cell import run_cell", "from . import layout", "from .. import methods",
+                "from dpfl.papers.kato2024.training.table import curves", "from dpfl.papers.kato2024 import training"):
+        assert plot_violations(family_plot, read(src, family_plot)), src
+    assert not plot_violations(family_plot, read("from dpfl.plotting import PALETTE\nfrom .. import FIGURES",
+                                                 family_plot))
+
+
+def test_plot_package_rule_flags_a_family_package_importing_computation():
+    plot = "dpfl.papers.kato2024.training.plot"
+    package = read("from .cell import run_cell", "dpfl.papers.kato2024.training", is_package=True)
+    assert plot_package_violations(plot, {"dpfl.papers.kato2024.training": package})
+    assert not plot_package_violations(plot, {"dpfl.papers.kato2024.training": set()})
+    # the paper's own package is the plot rule's (its registry entry), not this one's
+    assert not plot_package_violations("dpfl.papers.kato2024.plot", {"dpfl.papers.kato2024": {"dpfl.config"}})
 
 
 def test_ground_floor_rule_flags_a_dpfl_import():

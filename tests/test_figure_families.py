@@ -187,7 +187,7 @@ def test_each_paper_schema_takes_its_figure_ids_from_the_registry():
 def test_kato2024_method_ids_and_hyper_families_are_generated_from_the_method_registry():
     import yaml
 
-    from dpfl.papers.kato2024.layout import schema_fragments
+    from dpfl.papers.kato2024.methods import schema_fragments
     from dpfl.papers.kato2024.methods import BY_ID
 
     fragments = schema_fragments()

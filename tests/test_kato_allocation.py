@@ -298,8 +298,8 @@ def test_bad_inputs_raise_clear_errors(call, message):
 
 def test_an_allocation_instance_name_round_trips_and_is_spelled_once():
     from dpfl.papers.kato2024.allocation import AllocationInstance, parse_instance
-    from dpfl.papers.kato2024.layout import seed_allocation
-    from dpfl.papers.kato2024.protocol import panel_allocation
+    from dpfl.papers.kato2024.panels import seed_allocation
+    from dpfl.papers.kato2024.protocol.layout import panel_allocation
 
     inst = AllocationInstance.parse("zipf-noniid-U1000-S5-seed3")
     assert inst == AllocationInstance("zipf-noniid", 1000, 5, 3) and inst.name == "zipf-noniid-U1000-S5-seed3"

@@ -26,7 +26,7 @@ from dpfl.data import sources
 from dpfl.data.common import DataError, save_prepared, sha256_file
 from dpfl.data.loaders import creditcard
 from dpfl.papers.kato2024.allocation import allocate_flamby, allocate_records, build_flamby, build_records
-from dpfl.papers.kato2024.group import bounding_flags, group_size
+from dpfl.papers.kato2024.training.group import bounding_flags, group_size
 from dpfl.stages.allocate import run_allocate
 from dpfl.stages.download import run_download
 from dpfl.stages.prepare import run_prepare
@@ -63,7 +63,7 @@ def edit_in_figure(project: Path, figure: str, old: str, new: str, paper_file: s
 def allowed(*keys: str) -> str:
     """The enum of a training figure's params key in the kato2024 schema (or the fragment generated from the
     registry that it `$ref`s, urn:dpfl:kato2024:<name>), as the error lists it."""
-    from dpfl.papers.kato2024.layout import schema_fragments
+    from dpfl.papers.kato2024.methods import schema_fragments
 
     node = yaml.safe_load((ROOT / "workflow/schemas/papers/kato2024.schema.yaml").read_text())
     node = node["$defs"]["training_figure"]["properties"]["params"]["properties"]

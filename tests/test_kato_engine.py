@@ -1,7 +1,8 @@
-"""The kato2024 training engine (dpfl.fl.local, dpfl.papers.kato2024.uldp/methods) against independent references:
-plain per-pair / per-silo / per-user Python loops on ordinary torch modules (torch.autograd, torch.optim.SGD, as the
-authors' code does) fed the same pre-drawn randomness, Opacus's GradSampleModule + DPOptimizer for GROUP's DP-SGD,
-the privacy-facing bounds (clipping, sensitivity, noise std), and the ε curves against dp-accounting and by hand.
+"""The kato2024 training engine (dpfl.fl.local, dpfl.papers.kato2024.training.rules/methods) against independent
+references: plain per-pair / per-silo / per-user Python loops on ordinary torch modules (torch.autograd,
+torch.optim.SGD, as the authors' code does) fed the same pre-drawn randomness, Opacus's GradSampleModule + DPOptimizer
+for GROUP's DP-SGD, the privacy-facing bounds (clipping, sensitivity, noise std), and the ε curves against dp-accounting
+and by hand.
 
 Randomness is replayed by re-seeding a torch.Generator and repeating the engine's draw calls in its order: per
 bucket (pairs grouped by padded size), per epoch the shuffle keys; DP-SGD per step the Poisson uniforms then the
@@ -31,7 +32,8 @@ from dpfl.models.metrics import cox_partial_likelihood
 from dpfl.models.nets import LinearScore, build_model
 from dpfl.papers.kato2024.methods import BY_ID, HYPER_BLOCKS, epsilon_curves
 from dpfl.fl.aggregate import weighted_clipped_sum
-from dpfl.papers.kato2024.uldp import Federation, round_rule, silo_noise
+from dpfl.papers.kato2024.federation import Federation
+from dpfl.papers.kato2024.training.rules import round_rule, silo_noise
 from dpfl.privacy.rdp import STANDARD_ORDERS
 
 

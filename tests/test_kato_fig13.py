@@ -1,4 +1,4 @@
-"""kato2024 Fig 13 (dpfl.papers.kato2024.bars): the cell and the table on tiny hand-made allocations written to
+"""kato2024 Fig 13 (dpfl.papers.kato2024.records): the cell and the table on tiny hand-made allocations written to
 tmp_path: stacked heights are the per-user training-record counts, local-test records are not counted, and the S-K13
 diagnostics (mean largest-silo share, CV of per-user totals) match the hand computation; the YAML's S-K13 checks
 read them; the plot draws the table."""
@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 from dpfl import claims, config, tidy
-from dpfl.papers.kato2024 import bars
-from dpfl.papers.kato2024.bars import RecordsLayout
+from dpfl.papers.kato2024.records import cell as records_cell
+from dpfl.papers.kato2024.records import table as records_table
+from dpfl.papers.kato2024.records.layout import RecordsLayout
 
 RECORDS = RecordsLayout()
 
@@ -58,13 +59,13 @@ def run_cells(inputs, params=PARAMS):
     for cell in RECORDS.cells(params):
         own, settings = RECORDS.cell_params(params, {}, cell)
         assert settings == {} and [p["id"] for p in own["panels"]] == [cell]
-        out.append(bars.run_cell(SimpleNamespace(params=own, cell=cell), inputs, log=lambda *_: None))
+        out.append(records_cell.run_cell(SimpleNamespace(params=own, cell=cell), inputs, log=lambda *_: None))
     return out
 
 
 @pytest.fixture
 def table(inputs):
-    return tidy.finalize(bars.table(PARAMS, run_cells(inputs), log=lambda *_: None), "kato2024", "fig13")
+    return tidy.finalize(records_table.table(PARAMS, run_cells(inputs), log=lambda *_: None), "kato2024", "fig13")
 
 
 def test_layout_one_cell_per_panel_reading_its_own_allocation():
@@ -152,7 +153,7 @@ def test_ids_outside_the_panel_are_refused(tmp_path, inputs):
 def test_plot_draws_one_stacked_panel_per_panel(table, tmp_path):
     import matplotlib.pyplot as plt
 
-    from dpfl.papers.kato2024.bars_plot import bars as plot
+    from dpfl.papers.kato2024.records.plot import bars as plot
 
     tidy.write(table, tmp_path / "fig13.csv")  # the plot reads the table as the plot stage does
     fig = plot(tidy.read(tmp_path / "fig13.csv"), {"plot": {}}, {})

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from dpfl.jobs import CellJob
-from dpfl.papers.kato2024 import layout
 from dpfl.papers.kato2024.allocation import build_flamby
-from dpfl.papers.kato2024.cell import run_cell
 from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
-from dpfl.papers.kato2024.table import curves
-from dpfl.papers.kato2024.layout import TrainingLayout
+from dpfl.papers.kato2024.training import layout
+from dpfl.papers.kato2024.training.cell import run_cell
+from dpfl.papers.kato2024.training.layout import TrainingLayout
+from dpfl.papers.kato2024.training.table import curves
 
 LAYOUT = TrainingLayout()
 
@@ -127,9 +127,9 @@ def test_same_job_gives_identical_numbers(fixture):
 def test_a_diverging_run_is_recorded_as_failed_not_a_crash(fixture, monkeypatch):
     """Seed 1's model turns NaN in round 2: its rows from round 2 on are failed and NaN, seed 0 goes on, and the
     figure table draws that curve from the remaining seed (`seeds` = 1) with failed_seeds = 1."""
-    from dpfl.papers.kato2024 import uldp
+    from dpfl.papers.kato2024.training import rules
 
-    real, calls = uldp.AvgRound.step, []
+    real, calls = rules.AvgRound.step, []
 
     def breaking(self, theta, t):
         calls.append(t)
@@ -139,7 +139,7 @@ def test_a_diverging_run_is_recorded_as_failed_not_a_crash(fixture, monkeypatch)
             out[1] = float("nan")
         return out
 
-    monkeypatch.setattr(uldp.AvgRound, "step", breaking)  # ULDP-AVG's round rule (the family chosen by the cell)
+    monkeypatch.setattr(rules.AvgRound, "step", breaking)  # ULDP-AVG's round rule (the family chosen by the cell)
     df = run_cell(job("a-uldp_avg"), fixture, lambda *a: None)
     s1, s0 = df[df["seed"] == 1].sort_values("round"), df[df["seed"] == 0]
     assert s1["failed"].tolist() == [False, True, True] and s1["utility"].iloc[1:].isna().all()

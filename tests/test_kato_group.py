@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpfl.papers.kato2024.group import bounding_flags, group_size
+from dpfl.papers.kato2024.training.group import bounding_flags, group_size
 
 
 def test_group_size_rules():

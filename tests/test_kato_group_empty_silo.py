@@ -13,7 +13,8 @@ from dpfl.fl.gradients import FlatModel
 from dpfl.fl.local import dp_sgd
 from dpfl.models.nets import build_model
 from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
-from dpfl.papers.kato2024.uldp import Federation, round_rule
+from dpfl.papers.kato2024.federation import Federation
+from dpfl.papers.kato2024.training.rules import round_rule
 
 HYPER = {"eta_g": 2.0, "eta_l": 0.05, "epochs": 2, "clip": 0.5}
 

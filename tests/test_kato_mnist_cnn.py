@@ -2,8 +2,8 @@
 is one row of a parameter matrix, trained by torch.func.vmap(grad(functional_call)); dropout through explicit masks
 drawn from the run's generator) against plain per-pair loops with torch.autograd.grad on ordinary modules, fed the
 same masks; pairs draw their own dropout; ULDP-AVG's clipped, weighted sum of pair updates (dpfl.fl.aggregate) on
-the CNN's flat parameters against a loop; one full ULDP-AVG / AVG-w / SGD round (dpfl.papers.kato2024.uldp) against
-the per-silo, per-user loop of spec §4.
+the CNN's flat parameters against a loop; one full ULDP-AVG / AVG-w / SGD round
+(dpfl.papers.kato2024.training.rules) against the per-silo, per-user loop of spec §4.
 
 Randomness is replayed by re-seeding a torch.Generator and repeating the engine's draws in its order: per bucket
 (pairs grouped by padded size, sizes ascending; within a bucket by record count, largest first), per epoch the
@@ -32,7 +32,8 @@ from dpfl.fl.gradients import FlatModel, keep_mask
 from dpfl.fl.local import local_sgd
 from dpfl.models.nets import MnistCNN, build_model
 from dpfl.papers.kato2024.methods import BY_ID
-from dpfl.papers.kato2024.uldp import Federation, round_rule
+from dpfl.papers.kato2024.federation import Federation
+from dpfl.papers.kato2024.training.rules import round_rule
 from reference_aggregate import silo_messages
 
 DT = torch.float64

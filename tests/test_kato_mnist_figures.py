@@ -12,8 +12,8 @@ import pytest
 
 from dpfl import jobs
 from dpfl.config import load
-from dpfl.papers.kato2024.table import _noniid_gaps
-from dpfl.papers.kato2024.layout import TrainingLayout
+from dpfl.papers.kato2024.training.table import _noniid_gaps
+from dpfl.papers.kato2024.training.layout import TrainingLayout
 
 LAYOUT = TrainingLayout()
 
@@ -68,7 +68,7 @@ def test_noniid_gap_rows_by_hand():
 
 
 def test_subsample_keeps_a_share_of_the_records_with_their_users_and_silos():
-    from dpfl.papers.kato2024.cell import subsample
+    from dpfl.papers.kato2024.training.cell import subsample
 
     n = 20000
     run = {"X": np.arange(n * 2, dtype=np.float32).reshape(n, 2), "y": np.arange(n) % 10, "silo": np.arange(n) % 5,

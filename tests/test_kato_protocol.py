@@ -16,10 +16,12 @@ import pandas as pd
 import pytest
 
 from dpfl import claims, config, tidy
-from dpfl.papers.kato2024 import protocol
 from dpfl.papers.kato2024.allocation import build_flamby
 from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
-from dpfl.papers.kato2024.protocol import ProtocolLayout
+from dpfl.papers.kato2024.protocol.cell import artificial_run, run_cell
+from dpfl.papers.kato2024.protocol.layout import (PHASES, ProtocolLayout, is_fig11, panel_allocation, parse_cell,
+                                                  parse_setting, settings)
+from dpfl.papers.kato2024.protocol.table import table
 
 PROTOCOL = ProtocolLayout()
 
@@ -43,19 +45,19 @@ def test_layout_from_the_yaml():
     assert datasets == ("heart_disease", "tcga_brca") and len(allocations) == 4 * 5
     assert "kato2024-tcga_brca/zipf-U100-S6-seed10" in allocations
     # Fig 12: the two sweeps share their default setting (h = 2, U = 20): 7 settings, no data files
-    assert protocol.settings(p12) == [(2, 20), (4, 20), (8, 20), (15, 20), (2, 10), (2, 30), (2, 40)]
+    assert settings(p12) == [(2, 20), (4, 20), (8, 20), (15, 20), (2, 10), (2, 30), (2, 40)]
     assert len(PROTOCOL.cells(p12)) == 14 and PROTOCOL.needs(p12) == ((), ())
     own, _ = PROTOCOL.cell_params(p12, {}, "h8-U20-reference")
     assert ((own["hidden"], own["users"], own["implementation"]) == (8, 20, "reference")
             and "hidden" not in p12.get("x", {}))
     own, _ = PROTOCOL.cell_params(p11, {}, "tcga10-fast")
-    assert own["panel"]["id"] == "tcga10" and own["implementation"] == "fast" and protocol.is_fig11(own)
+    assert own["panel"]["id"] == "tcga10" and own["implementation"] == "fast" and is_fig11(own)
     assert (own["key_bits"], own["record_bound"], own["optimizer"]) == (3072, 2000, "sgd")  # spec §6 defaults
     for bad in ("tcga10", "tcga10-slow", "-fast"):
         with pytest.raises(ValueError, match="implementation one of fast, reference"):
-            protocol.parse_cell(bad)
+            parse_cell(bad)
     with pytest.raises(ValueError, match="h<hidden>-U<users>"):
-        protocol.parse_setting("h2U20")
+        parse_setting("h2U20")
 
 
 def test_authors_code_sets_adam_and_ten_users():
@@ -69,22 +71,22 @@ def test_authors_code_sets_adam_and_ten_users():
 
 
 def test_generated_data_keeps_every_user_within_the_record_bound():
-    from dpfl.papers.kato2024.cell import Streams
+    from dpfl.papers.kato2024.streams import Streams
 
     p = {"data": {"features": 4, "classes": 2, "records_per_silo": 300}, "silos": 3, "record_bound": 100}
-    run = protocol.artificial_run(p, 4, 7, Streams(0))  # 900 records, 4 users: ≈ 225 each → 100 kept each
+    run = artificial_run(p, 4, 7, Streams(0))  # 900 records, 4 users: ≈ 225 each → 100 kept each
     counts = np.bincount(run["user"], minlength=4)
     assert counts.max() == 100 and run["dropped"] == 900 - counts.sum() and run["X"].shape == (counts.sum(), 4)
     assert set(np.unique(run["silo"])) == {0, 1, 2} and set(np.unique(run["y"])) == {0, 1}
-    again = protocol.artificial_run(p, 4, 7, Streams(0))
+    again = artificial_run(p, 4, 7, Streams(0))
     assert all(np.array_equal(run[k], again[k]) for k in ("X", "y", "silo", "user"))
     # the data derive from the global seed: another one gives other records and users
-    other = protocol.artificial_run(p, 4, 7, Streams(1))
+    other = artificial_run(p, 4, 7, Streams(1))
     assert not np.array_equal(run["user"], other["user"]) and not np.array_equal(run["X"][:50], other["X"][:50])
-    roomy = protocol.artificial_run({**p, "record_bound": 2000}, 4, 7, Streams(0))
+    roomy = artificial_run({**p, "record_bound": 2000}, 4, 7, Streams(0))
     assert roomy["dropped"] == 0 and len(roomy["y"]) == 900
     # the records do not depend on the number of users (a #users sweep shares them)
-    assert np.array_equal(protocol.artificial_run({**p, "record_bound": 2000}, 9, 7, Streams(0))["X"], roomy["X"])
+    assert np.array_equal(artificial_run({**p, "record_bound": 2000}, 9, 7, Streams(0))["X"], roomy["X"])
     assert np.array_equal(np.bincount(roomy["silo"]), [300, 300, 300])
 
 
@@ -102,7 +104,7 @@ def fig12_job(cell="h2-U3-fast", **over):
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_fig12_cell_times_every_phase_and_checks_the_decryption(optimizer):
-    df = protocol.run_cell(fig12_job(optimizer=optimizer), {}, lambda *a: None)
+    df = run_cell(fig12_job(optimizer=optimizer), {}, lambda *a: None)
     per_seed = df.groupby(["seed", "phase"]).size().unstack()
     # per run: one key exchange, one blinded histogram (-w), local training per silo and round, aggregation per round
     assert per_seed.to_dict("index") == {s: {"aggregation": 2, "blinded histogram": 1, "key exchange": 1,
@@ -122,7 +124,7 @@ def test_fig12_cell_times_every_phase_and_checks_the_decryption(optimizer):
 
 
 def test_fig12_cell_drops_records_above_the_bound_and_both_implementations_agree():
-    fast = protocol.run_cell(fig12_job("h2-U3-fast", seeds=[0], data={"features": 4, "classes": 2,
+    fast = run_cell(fig12_job("h2-U3-fast", seeds=[0], data={"features": 4, "classes": 2,
                                                                      "records_per_silo": 60}), {}, lambda *a: None)
     assert fast["records_dropped"].iloc[0] > 0  # 120 records, 3 users: ≈ 40 each > N̄ = 30
     assert (fast["decrypted_rel_err"] < 1e-8).all()
@@ -141,7 +143,7 @@ def tcga(tmp_path_factory, tcga_arrays):
                          log=lambda *a: None)
     np.savez(d / "alloc.npz", **alloc)
     inputs = {"prepared": {"tcga_brca": str(d / "tcga_brca.npz")},
-              "allocations": {protocol.panel_allocation(panel, 0): str(d / "alloc.npz")}}
+              "allocations": {panel_allocation(panel, 0): str(d / "alloc.npz")}}
     return panel, inputs
 
 
@@ -152,8 +154,8 @@ def test_fig11_cell_on_a_flamby_allocation(tcga):
               "optimizer": "sgd", **SMALL}
     assert PROTOCOL.needs(params) == (("tcga_brca",), ("kato2024-tcga_brca/zipf-U6-S2-seed0",))
     own, _ = PROTOCOL.cell_params(params, {}, "t6-reference")
-    df = protocol.run_cell(SimpleNamespace(params=own, cell="t6-reference", seed=0), inputs, lambda *a: None)
-    assert set(df["phase"]) == set(protocol.PHASES) and (df["decrypted_rel_err"] < 1e-8).all()
+    df = run_cell(SimpleNamespace(params=own, cell="t6-reference", seed=0), inputs, lambda *a: None)
+    assert set(df["phase"]) == set(PHASES) and (df["decrypted_rel_err"] < 1e-8).all()
     assert (df["dataset"] == "tcga_brca").all() and (df["params"] == 40).all() and (df["silos"] == 2).all()
     assert (df["implementation"] == "reference").all()
 
@@ -166,8 +168,8 @@ def fake_cells(params: dict, seconds) -> list[pd.DataFrame]:
     out = []
     for cell in PROTOCOL.cells(params):
         own, _ = PROTOCOL.cell_params(params, {}, cell)
-        setting, impl = protocol.parse_cell(cell)
-        if protocol.is_fig11(own):
+        setting, impl = parse_cell(cell)
+        if is_fig11(own):
             meta = {"panel": setting, "dataset": own["panel"]["dataset"], "users": own["panel"]["users"],
                     "silos": own["panel"]["silos"], "params": 14 if own["panel"]["dataset"] == "heart_disease" else 40}
         else:
@@ -207,7 +209,7 @@ def verdicts(figure: str, df: pd.DataFrame) -> dict:
 
 def test_fig11_table_per_run_totals_speedups_and_c_k11():
     params = {**yaml_params("fig11"), "seeds": [0, 1]}
-    df = tidy.finalize(protocol.table(params, fake_cells(params, paper_like), lambda *a: None), "kato2024", "fig11")
+    df = tidy.finalize(table(params, fake_cells(params, paper_like), lambda *a: None), "kato2024", "fig11")
     row = df[(df["quantity"] == "phase_seconds") & (df["panel"] == "heart100") & (df["implementation"] == "fast")]
     lt = row[row["phase"] == "local training"].iloc[0]
     # a silo's local training per run = 3 rounds × 0.001·U·P·(1 + 0.1·s); mean over silos 0..3 and both runs
@@ -225,13 +227,13 @@ def test_fig11_table_per_run_totals_speedups_and_c_k11():
     def histogram_dominates(meta, phase, silo, t, impl):
         return 50.0 if phase == "blinded histogram" and meta["users"] == 100 else paper_like(meta, phase, silo, t, impl)
 
-    df = protocol.table(params, fake_cells(params, histogram_dominates), lambda *a: None)
+    df = table(params, fake_cells(params, histogram_dominates), lambda *a: None)
     assert verdicts("fig11", tidy.finalize(df, "kato2024", "fig11")) == {"C-K11": "fail"}
 
 
 def test_fig12_table_sweeps_ratios_and_c_k12():
     params = yaml_params("fig12")
-    df = tidy.finalize(protocol.table(params, fake_cells(params, paper_like), lambda *a: None), "kato2024", "fig12")
+    df = tidy.finalize(table(params, fake_cells(params, paper_like), lambda *a: None), "kato2024", "fig12")
     ph = df[df["quantity"] == "phase_seconds"]
     # the default setting (h = 2, U = 20) appears in both sweeps
     assert sorted(ph.loc[(ph["sweep"] == "params") & (ph["phase"] == "aggregation") & (ph["implementation"] == "fast"),
@@ -246,16 +248,16 @@ def test_fig12_table_sweeps_ratios_and_c_k12():
         base = paper_like(meta, phase, silo, t, impl)
         return base * meta["users"] / 10 if phase == "aggregation" else base
 
-    df = protocol.table(params, fake_cells(params, aggregation_grows_with_users), lambda *a: None)
+    df = table(params, fake_cells(params, aggregation_grows_with_users), lambda *a: None)
     assert verdicts("fig12", tidy.finalize(df, "kato2024", "fig12")) == {"C-K12": "fail"}
 
 
 def test_plots_draw_both_figures(tmp_path):
-    from dpfl.papers.kato2024 import protocol_plot
+    from dpfl.papers.kato2024.protocol import plot
 
-    for figure, draw in (("fig11", protocol_plot.fig11), ("fig12", protocol_plot.fig12)):
+    for figure, draw in (("fig11", plot.fig11), ("fig12", plot.fig12)):
         params = {**yaml_params(figure), "seeds": [0]}
-        df = protocol.table(params, fake_cells(params, paper_like), lambda *a: None)
+        df = table(params, fake_cells(params, paper_like), lambda *a: None)
         fig = draw(df, {"plot": {}}, {})
         fig.savefig(tmp_path / f"{figure}.png")
         assert (tmp_path / f"{figure}.png").stat().st_size > 10_000
@@ -265,10 +267,10 @@ def test_plots_draw_both_figures(tmp_path):
 
 
 def test_report_table_lists_both_implementations_and_the_decryption_check():
-    from dpfl.papers.kato2024.protocol_plot import phase_markdown
+    from dpfl.papers.kato2024.protocol.plot import phase_markdown
 
     params = {**yaml_params("fig11"), "seeds": [0, 1]}
-    md = phase_markdown(protocol.table(params, fake_cells(params, paper_like), lambda *a: None), {})
+    md = phase_markdown(table(params, fake_cells(params, paper_like), lambda *a: None), {})
     row = next(line for line in md.splitlines() if line.startswith("| heart100") and "local training" in line)
     assert "| 3.0× |" in row and row.endswith("| 1.0e-11 |")
     assert md.count("| tcga10 ") == 4 and "Paillier 3072-bit" in md

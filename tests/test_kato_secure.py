@@ -1,9 +1,9 @@
-"""kato2024's private weighting protocol (spec §6, dpfl.papers.kato2024.secure): the decrypted aggregate equals the
-plaintext ULDP-AVG-w messages Σ_s (Σ_u (n_{s,u}/n_u)·clip_C(Δ_{s,u}) + noise_s) within 1e-8 relative (negative
-coordinates and users absent from some silos included), the fast and the reference weighting decrypt alike, the
-masks cancel exactly while every value the server sees is blinded, B_u⁻¹ is correct, and a missing silo stops the
-round. Most tests use a 1024-bit modulus with a record bound of 30 so that they take seconds (L = lcm(1..30) fits
-with room to spare; the arithmetic is the same); one runs the full 3072-bit path with N̄ = 2000."""
+"""kato2024's private weighting protocol (spec §6, dpfl.papers.kato2024.protocol.secure): the decrypted aggregate equals
+the plaintext ULDP-AVG-w messages Σ_s (Σ_u (n_{s,u}/n_u)·clip_C(Δ_{s,u}) + noise_s) within 1e-8 relative (negative
+coordinates and users absent from some silos included), the fast and the reference weighting decrypt alike, the masks
+cancel exactly while every value the server sees is blinded, B_u⁻¹ is correct, and a missing silo stops the round. Most
+tests use a 1024-bit modulus with a record bound of 30 so that they take seconds (L = lcm(1..30) fits with room to
+spare; the arithmetic is the same); one runs the full 3072-bit path with N̄ = 2000."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from dpfl.papers.kato2024.secure import ProtocolError, Server, Silo, decode, lcm_bound, user_masks
+from dpfl.papers.kato2024.protocol.secure import ProtocolError, Server, Silo, decode, lcm_bound, user_masks
 from reference_aggregate import silo_messages
 
 
@@ -148,7 +148,7 @@ def test_full_3072_bit_path_with_the_spec_record_bound():
 def test_group_15_prime_is_the_rfc_3526_safe_prime():
     import mpmath
 
-    from dpfl.papers.kato2024.secure import MODP_3072_PRIME
+    from dpfl.papers.kato2024.protocol.secure import MODP_3072_PRIME
 
     mpmath.mp.prec = 3300
     want = 2**3072 - 2**3008 - 1 + 2**64 * (int(mpmath.floor(mpmath.mpf(2) ** 2942 * mpmath.pi)) + 1690314)
@@ -156,7 +156,7 @@ def test_group_15_prime_is_the_rfc_3526_safe_prime():
 
 
 def test_key_exchange_gives_pairwise_keys_and_the_seed_to_every_silo_and_the_server_only_padded_values():
-    from dpfl.papers.kato2024.secure import key_exchange
+    from dpfl.papers.kato2024.protocol.secure import key_exchange
 
     keys, seeds, relayed = key_exchange(4, np.random.default_rng(3))
     for a in range(4):
@@ -170,7 +170,7 @@ def test_key_exchange_gives_pairwise_keys_and_the_seed_to_every_silo_and_the_ser
 
 
 def test_protocol_with_exchanged_keys_and_seed():
-    from dpfl.papers.kato2024.secure import key_exchange
+    from dpfl.papers.kato2024.protocol.secure import key_exchange
 
     counts, clipped, noise = federation(S=3, U=4, D=3, seed=7)
     S, U = counts.shape
@@ -188,8 +188,8 @@ def test_a_private_round_of_uldp_avg_w_equals_its_plaintext_update_and_times_eve
     from dpfl.fl.gradients import FlatModel
     from dpfl.models.nets import build_model
     from dpfl.papers.kato2024.methods import BY_ID
-    from dpfl.papers.kato2024.secure import secure_round
-    from dpfl.papers.kato2024.uldp import Federation
+    from dpfl.papers.kato2024.protocol.secure import secure_round
+    from dpfl.papers.kato2024.federation import Federation
 
     rng = np.random.default_rng(0)
     n = 40
@@ -265,7 +265,7 @@ def test_a_user_above_the_record_bound_stops_the_round_instead_of_a_wrong_model(
 def test_multi_exp_equals_the_product_of_separate_powmods(U, D, scale):
     """Straus' interleaved windows with signed exponents (negatives through the inverse), zero exponents and
     all-zero columns: the same residues as ∏_u powmod(b_u, e_uj) (b_u⁻¹ for e_uj < 0). Modulus: a 1024-bit n²."""
-    from dpfl.papers.kato2024.secure import multi_exp
+    from dpfl.papers.kato2024.protocol.secure import multi_exp
 
     rng = np.random.default_rng(U * 100 + D)
     server = Server(2, bits=1024, record_bound=30)

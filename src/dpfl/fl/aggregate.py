@@ -1,7 +1,7 @@
-"""User-level private aggregation across silos (kato2024 ULDP-AVG / AVG-w / SGD, spec §4), vectorized over every
-(silo, user) pair of a round: clip each pair's update to C (`clip_updates`, `clip_factor`), weight it
-(`pair_weights`) and sum per silo or run (`weighted_clipped_sum`); the round rules (dpfl.papers.kato2024.uldp) add
-the silos' Gaussian noise. A dense (silo, user) reference lives in tests/reference_aggregate.py.
+"""User-level private aggregation across silos (kato2024 ULDP-AVG / AVG-w / SGD, spec §4), vectorized over every (silo,
+user) pair of a round: clip each pair's update to C (`clip_updates`, `clip_factor`), weight it (`pair_weights`) and sum
+per silo or run (`weighted_clipped_sum`); the round rules (dpfl.papers.kato2024.training.rules) add the silos' Gaussian
+noise. A dense (silo, user) reference lives in tests/reference_aggregate.py.
 
 With Σ_s w_{s,u} ≤ 1 for every user, one user changes Σ_s Σ_u w_{s,u}·clip_C(Δ_{s,u}) by at most C (its user-level
 sensitivity), and S silos each adding N(0, (σC/√S)²) give the sum noise of std σC: multiplier σ for the accountant.

@@ -3,7 +3,7 @@ silo's records are its users) zero-padded to the largest silo, with the counts t
 every silo is one batched tensor operation; `pad` stacks ragged arrays that way.
 
 The other training papers keep their own layouts: kato2024's user-level data are lists of (run, silo, user) pairs
-grouped into padded buckets (dpfl.papers.kato2024.uldp.Federation, dpfl.fl.buckets.make_buckets); bietti2022's are
+grouped into padded buckets (dpfl.papers.kato2024.federation.Federation, dpfl.fl.buckets.make_buckets); bietti2022's are
 per-user row offsets (dpfl.papers.bietti2022.federated).
 """
 

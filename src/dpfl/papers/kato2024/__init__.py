@@ -1,36 +1,39 @@
 """kato2024 (Kato, Xiong, Takagi, Cao, Yoshikawa, PVLDB 2024): ULDP-FL (spec/kato2024.md).
 
-Modules: `methods` (the ten methods and their accounting), `uldp` (their round rules, vectorized over seeds, silos
-and users on dpfl.fl.local), `allocation` and `split` (records to users and silos, per seed), `group` (GROUP's
-record bounding), `layout` (cells and inputs of a training figure), `cell` (one method on one panel, all seeds),
-`table` and `plot` (Fig 2 and the training figures), `secure` (the private weighting protocol's parties and messages),
-`protocol` and `protocol_plot` (Figs 11, 12: its phase times), `bars` and `bars_plot` (Fig 13: records per user and
-silo).
+One sub-package per figure family, each with the same roles (`layout`: cells and inputs, import-light; `cell`;
+`table`; `plot`, reading the table only): `group_privacy` (Fig 2, analytic: table and plot), `training` (Figs 4-10;
+plus `rules`, the methods' round rules on dpfl.fl.local, and `group`, GROUP's record bounding), `protocol` (Figs
+11-12; plus `secure`, the private weighting protocol's parties and messages) and `records` (Fig 13). Shared at the
+top: `methods` (the ten methods, their accounting, the schema fragments generated from them), `allocation` and
+`split` (records to users and silos, per seed), `panels` (a panel's allocation), `tasks` (per dataset: model, loss,
+metric, a seed's records), `streams` (every cell's random streams) and `federation` ((run, silo, user) pairs).
 """
 
 from dpfl.figure import AllocationKind, FigureDef, PaperDef
 
 #: Figs 4-10: one method per cell on a panel's allocation, every seed batched
-TRAINING = dict(table="dpfl.papers.kato2024.table:curves", plot="dpfl.papers.kato2024.plot:curves", kind="experiment",
-                has_compat=True, layout="dpfl.papers.kato2024.layout:TrainingLayout",
-                cell="dpfl.papers.kato2024.cell:run_cell", schema="training_figure")
+TRAINING = dict(table="dpfl.papers.kato2024.training.table:curves", plot="dpfl.papers.kato2024.training.plot:curves",
+                kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.training.layout:TrainingLayout",
+                cell="dpfl.papers.kato2024.training.cell:run_cell", schema="training_figure")
 #: Figs 11-12: the private weighting protocol's phase times (spec §6-§7)
-PROTOCOL = dict(table="dpfl.papers.kato2024.protocol:table",
-                markdown="dpfl.papers.kato2024.protocol_plot:phase_markdown",
-                kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.protocol:ProtocolLayout",
-                cell="dpfl.papers.kato2024.protocol:run_cell")
+PROTOCOL = dict(table="dpfl.papers.kato2024.protocol.table:table",
+                markdown="dpfl.papers.kato2024.protocol.plot:phase_markdown",
+                kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.protocol.layout:ProtocolLayout",
+                cell="dpfl.papers.kato2024.protocol.cell:run_cell")
 
 PAPER = PaperDef(
     figures={
-        "fig2": FigureDef(table="dpfl.papers.kato2024.table:fig2", plot="dpfl.papers.kato2024.plot:fig2",
-                          has_compat=True, schema="group_privacy_figure"),
+        "fig2": FigureDef(table="dpfl.papers.kato2024.group_privacy.table:fig2",
+                          plot="dpfl.papers.kato2024.group_privacy.plot:fig2", has_compat=True,
+                          schema="group_privacy_figure"),
         **{fig: FigureDef(**TRAINING) for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10a", "fig10b")},
-        "fig11": FigureDef(plot="dpfl.papers.kato2024.protocol_plot:fig11", schema="protocol_fig11", **PROTOCOL),
-        "fig12": FigureDef(plot="dpfl.papers.kato2024.protocol_plot:fig12", schema="protocol_fig12", **PROTOCOL),
+        "fig11": FigureDef(plot="dpfl.papers.kato2024.protocol.plot:fig11", schema="protocol_fig11", **PROTOCOL),
+        "fig12": FigureDef(plot="dpfl.papers.kato2024.protocol.plot:fig12", schema="protocol_fig12", **PROTOCOL),
         # the records per user and silo of an allocation (sanity check S-K13)
-        "fig13": FigureDef(table="dpfl.papers.kato2024.bars:table", plot="dpfl.papers.kato2024.bars_plot:bars",
-                           kind="experiment", layout="dpfl.papers.kato2024.bars:RecordsLayout",
-                           cell="dpfl.papers.kato2024.bars:run_cell", schema="allocation_figure"),
+        "fig13": FigureDef(table="dpfl.papers.kato2024.records.table:table",
+                           plot="dpfl.papers.kato2024.records.plot:bars", kind="experiment",
+                           layout="dpfl.papers.kato2024.records.layout:RecordsLayout",
+                           cell="dpfl.papers.kato2024.records.cell:run_cell", schema="allocation_figure"),
     },
     allocation_kinds={
         # §1.1-1.2 + §2.1: the seed's split, then users and silos for every training record
@@ -43,5 +46,5 @@ PAPER = PaperDef(
                                       instances="dpfl.papers.kato2024.allocation:parse_instance"),
     },
     methods="dpfl.papers.kato2024.methods",
-    schema_fragments="dpfl.papers.kato2024.layout:schema_fragments",
+    schema_fragments="dpfl.papers.kato2024.methods:schema_fragments",
 )

@@ -1,14 +1,15 @@
 """The methods of kato2024 (spec §4, §5): DEFAULT, ULDP-NAIVE, ULDP-GROUP-{max, median, 2, 8}, ULDP-SGD, ULDP-AVG,
 ULDP-AVG-w and ULDP-AVG-ws, each one registered object: label, family (which round rule of
-dpfl.papers.kato2024.uldp), the key of its hyper-parameters in the YAML with their typed form (`hyper_params`), and
-its accounting.
+dpfl.papers.kato2024.training.rules), the key of its hyper-parameters in the YAML with their typed form
+(`hyper_params`), and its accounting.
 
 Privacy unit: one user (all its records in every silo), add/remove. The accounting of every family:
 - NAIVE, AVG, AVG-w, SGD: the Gaussian mechanism with multiplier σ once per round (q = 1);
 - AVG-ws: the Poisson-subsampled Gaussian (user rate q) once per round;
 - GROUP-k: record-level DP-SGD in every silo (Poisson rate q_s = 1/⌈N'_s/B⌉, Q·⌈N'_s/B⌉ steps per round),
   composed in parallel over the disjoint silos and converted to groups of k records (dpfl.privacy.group).
-Import-light at module level (the DAG builder reads the registry).
+Import-light at module level (the DAG builder reads the registry; the config's schema reads `schema_fragments`, the
+method ids and hyper-parameter families generated from it).
 """
 
 from __future__ import annotations
@@ -200,3 +201,13 @@ def epsilon_curves(method: UldpMethod, rounds: int, sigma: float, delta: float, 
     certified = nominal if z_true == sigma else epsilon_curve(acc.mechanism, z_true, 1, rounds, delta)
     return np.asarray(nominal, float), np.asarray(certified, float)
 
+
+def schema_fragments() -> dict:
+    """Schemas generated from the method registry ($ref'd by workflow/schemas/papers/kato2024.schema.yaml as
+    urn:dpfl:kato2024:<name>): a new method is a registry entry and YAML, never a schema edit."""
+    families = sorted({m.hyper for m in BY_ID.values()})
+    return {
+        "method-id": {"enum": list(BY_ID), "description": "a method id of dpfl.papers.kato2024.methods"},
+        "hyper-family": {"enum": families, "description": "a method family's hyper-parameter block "
+                                                          "(dpfl.papers.kato2024.methods: each method's `hyper`)"},
+    }

@@ -385,9 +385,9 @@ def secure_round(theta, fed, fm, hyper, *, noise_std: float, batch: int, gen, se
     each message_s = Σ_u (n_{s,u}/n_u)·clip_C(Δ_{s,u}) + N(0, (σC/√S)²) computed by silo s and decrypted only in
     sum. `hyper`: ULDP-AVG's typed block (dpfl.papers.kato2024.methods.PrivateLocalHyper: η_g, η_l, Q, C);
     `noise_std`: the std σC of the noise on the round's sum (the method's `round_noise_std`), each silo adding its
-    1/√S share. `fed`: the run's (silo, user) pairs (dpfl.papers.kato2024.uldp.Federation, one run); `sampled` (U,)
-    bool: the users of this round (-ws: unsampled users count as absent, their histogram entries are zeros);
-    `optimizer`: the users' local optimizer (sgd, or adam: the published code's secure path, K7).
+    1/√S share. `fed`: the run's (silo, user) pairs (dpfl.papers.kato2024.federation.Federation, one run);
+    `sampled` (U,) bool: the users of this round (-ws: unsampled users count as absent, their histogram entries are
+    zeros); `optimizer`: the users' local optimizer (sgd, or adam: the published code's secure path, K7).
     `state`: a dict the caller keeps across the rounds of a run; the blinded histogram (spec §6 setup steps 4–6)
     runs only when the round's counts differ from the last (every round for -ws, once for -w).
     Appends wall-clock seconds to `times` (perf_counter): "blinded histogram", "local training" (one entry per silo:
@@ -400,7 +400,7 @@ def secure_round(theta, fed, fm, hyper, *, noise_std: float, batch: int, gen, se
 
     from dpfl.fl.aggregate import clip_updates
     from dpfl.fl.local import local_sgd
-    from dpfl.papers.kato2024.uldp import _subset
+    from dpfl.papers.kato2024.federation import subset
 
     times = {} if times is None else times
     S, U, dim = fed.n_silos, fed.n_users, theta.shape[0]
@@ -430,7 +430,7 @@ def secure_round(theta, fed, fm, hyper, *, noise_std: float, batch: int, gen, se
             keep = (silo_of[b.pairs] == silo.index) & keep_user[user_of[b.pairs]]
             if not bool(keep.any()):
                 continue
-            part = _subset(b, keep)
+            part = subset(b, keep)
             start = theta[None].expand(len(part.pairs), dim)
             delta = local_sgd(fm, start, part, epochs=int(hyper.epochs), batch=batch, lr=float(hyper.eta_l),
                               gen=gen, optimizer=optimizer) - start

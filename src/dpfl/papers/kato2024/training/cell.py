@@ -1,62 +1,21 @@
-"""One kato2024 cell: one method (at one sampling rate) on one panel, every seed batched into one set of runs
-(spec §7). Reads the prepared dataset and the panel's allocation of every seed, trains with the round rule of
-dpfl.papers.kato2024.uldp (the method family's round rule, chosen once) in the round loop of dpfl.fl.engine on the
+"""One kato2024 training cell: one method (at one sampling rate) on one panel, every seed batched into one set of
+runs (spec §7). Reads the prepared dataset and the panel's allocation of every seed, trains with the round rule of
+dpfl.papers.kato2024.training.rules (the method family's, chosen once) in the round loop of dpfl.fl.engine on the
 configured device, evaluates on the test set after every round and returns one row per (seed, round): utility, test
 loss (mean, and the paper's per-batch sum), ε nominal and certified. A seed whose model turns non-finite, or whose
-test loss does, is failed from then on (its rows NaN; dpfl.fl.engine.FreezeNonFinite). Random streams: `Streams`."""
+test loss does, is failed from then on (its rows NaN; dpfl.fl.engine.FreezeNonFinite). Random streams:
+dpfl.papers.kato2024.streams."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from dpfl.fl.engine import Evaluation, RoundRule
-from dpfl.papers.kato2024.layout import parse_cell, panel_of, seed_allocation
-from dpfl.seeds import rng_for, torch_generator
-
-#: per dataset: the model of spec §3, its loss, the utility metric (named for what it computes), the records per
-#: (user, silo) GROUP's bounding allocates at a time (TCGA: 2, the Cox loss needs pairs)
-TASKS = {
-    "creditcard": {"model": "creditcard_mlp", "loss": "ce", "metric": "balanced_accuracy", "group_step": 1},
-    "mnist": {"model": "mnist_cnn", "loss": "nll", "metric": "accuracy", "group_step": 1},
-    "heart_disease": {"model": "heart_logistic", "loss": "bce", "metric": "accuracy", "group_step": 1},
-    "tcga_brca": {"model": "tcga_cox", "loss": "cox", "metric": "c_index", "group_step": 2},
-}
-
-
-def load_run_data(dataset: str, prepared: dict, alloc: dict) -> dict:
-    """Training records (in the silos' local order: the allocation's order) with silo and user, and the test set,
-    of one seed. Creditcard: the seed's scaling; MNIST: normalized pixels; Heart: per-centre z-scores (train) and
-    pooled ones (test); TCGA: raw covariates, y = (T, E)."""
-    rec = alloc["record"]
-    keep = alloc["train_mask"].astype(bool)
-    if dataset == "creditcard":
-        X = (prepared["X"] - alloc["mean"]) / alloc["scale"]
-        y = prepared["y"]
-        test = alloc["test"]
-        Xtr, ytr, Xte, yte = X[rec], y[rec], X[test], y[test]
-    elif dataset == "mnist":
-        X = np.concatenate([prepared["x_train"], prepared["x_test"]]).astype(np.float32) / 255.0
-        X = (X - float(alloc["mean"])) / float(alloc["scale"])
-        y = np.concatenate([prepared["y_train"], prepared["y_test"]])
-        Xtr, ytr, Xte, yte = X[rec], y[rec], X[alloc["test"]], y[alloc["test"]]
-    elif dataset == "heart_disease":
-        pos = np.cumsum(prepared["train"]) - 1  # row of X_train_std for every training record
-        Xtr, ytr = prepared["X_train_std"][pos[rec]], prepared["y"][rec]
-        Xte, yte = prepared["X_test_std"], prepared["y_test"]
-    elif dataset == "tcga_brca":
-        X = prepared["X"]
-        y = np.stack([prepared["T"], prepared["E"]], axis=1)
-        test = np.flatnonzero(~prepared["train"])
-        Xtr, ytr, Xte, yte = X[rec], y[rec], X[test], y[test]
-    else:
-        raise ValueError(f"kato2024 has no task for dataset {dataset!r}; known: {', '.join(TASKS)}")
-    y_type = np.float32 if dataset == "tcga_brca" else np.int64
-    return {"X": np.asarray(Xtr[keep], np.float32), "y": ytr[keep].astype(y_type),
-            "silo": alloc["silo"][keep], "user": alloc["user"][keep],
-            "X_test": np.asarray(Xte, np.float32), "y_test": yte}
+from dpfl.fl.engine import Evaluation
+from dpfl.papers.kato2024.panels import panel_of, seed_allocation
+from dpfl.papers.kato2024.streams import Streams
+from dpfl.papers.kato2024.tasks import TASKS, load_run_data
+from dpfl.papers.kato2024.training.layout import parse_cell
 
 
 def subsample(run: dict, share: float, rng: np.random.Generator) -> dict:
@@ -110,38 +69,6 @@ def evaluate(fm, theta, X_test, y_test, metric: str, eval_batch: int) -> list[di
     return rows
 
 
-@dataclass(frozen=True)
-class Streams:
-    """The named random streams of a kato2024 cell, all derived from the global seed. Decision (written once,
-    here): a seed's record subsample (reduced scales) depends on (dataset, share, seed) only, so every method sees
-    the same records; a cell's training draws (shuffles, Poisson samples, dropout masks, noise: one torch Generator
-    for all its seeds) depend on (dataset, distribution, U, S, method, q, the cell's seeds); a protocol run's
-    (Figs 11-12) on (setting, seed): its first draw seeds its torch Generator, the rest is its key exchange's; Fig
-    12's generated data on (records per silo, S, seed), its users' draw on U as well."""
-
-    seed: int
-
-    def subsample(self, dataset: str, share: float, run_seed: int) -> np.random.Generator:
-        return rng_for(self.seed, "kato2024", dataset, "subsample", share, run_seed)
-
-    def training(self, dataset: str, distribution: str, users: int, silos: int, method: str, q: float | None,
-                 seeds, device):
-        """The cell's torch Generator on `device`."""
-        key = rng_for(self.seed, "kato2024", "train", dataset, distribution, users, silos, method,
-                      -1.0 if q is None else q, *seeds)
-        return torch_generator(key, device)
-
-    def protocol(self, setting: str, run_seed: int) -> np.random.Generator:
-        return rng_for(self.seed, "kato2024", "protocol", setting, run_seed)
-
-    def fig12_records(self, per_silo: int, silos: int, run_seed: int) -> int:
-        """make_classification's random_state of one run's records."""
-        return int(rng_for(self.seed, "kato2024", "fig12", "records", per_silo, silos, run_seed).integers(2**31))
-
-    def fig12_users(self, users: int, per_silo: int, silos: int, run_seed: int) -> np.random.Generator:
-        return rng_for(self.seed, "kato2024", "fig12", "users", users, per_silo, silos, run_seed)
-
-
 class TestEvaluation(Evaluation):
     """Every run's test utility and losses (`evaluate`), after every round."""
 
@@ -157,41 +84,6 @@ class TestEvaluation(Evaluation):
         return f"mean {self.metric} {np.nanmean(u):.4f}" if np.isfinite(u).any() else f"no finite {self.metric}"
 
 
-class SecureRounds(RoundRule, Evaluation):
-    """One run's rounds of ULDP-AVG-w through the private weighting protocol (kato2024 Figs 11-12,
-    dpfl.papers.kato2024.secure.secure_round), as both the round rule of dpfl.fl.engine.run_rounds and its
-    evaluation: after each round, the phase times (seconds per phase; local training one entry per silo), each
-    silo's full-size exponentiations, and the relative error of the decrypted aggregate against the plaintext sum of
-    the same messages (one run: every value a list of one). Here beside the training cell's pieces the protocol's
-    cell shares (`Streams`, `load_run_data`): dpfl.papers.kato2024.protocol keeps its layout import-light."""
-
-    def __init__(self, fed, fm, hyper, *, noise_std: float, batch: int, gen, server, silos: list, reference: bool,
-                 optimizer: str):
-        self.fed, self.fm, self.hyper, self.server, self.silos = fed, fm, hyper, server, silos
-        self.noise_std, self.batch, self.gen = noise_std, batch, gen
-        self.reference, self.optimizer = reference, optimizer
-        self.state: dict = {}  # secure_round's across the rounds of the run (-w: the blinded histograms)
-        self.last: dict = {}
-
-    def step(self, theta, t: int):
-        from dpfl.papers.kato2024.secure import secure_round
-
-        fed, times = self.fed, {}
-        new, plain = secure_round(theta, fed, self.fm, self.hyper, noise_std=self.noise_std, batch=self.batch,
-                                  gen=self.gen, server=self.server, silos=self.silos, round_=t,
-                                  reference=self.reference, optimizer=self.optimizer, times=times, state=self.state)
-        got = (new - theta).numpy() / (self.hyper.eta_g / (fed.n_users * fed.n_silos))
-        self.last = {"decrypted_rel_err": float(np.max(np.abs(got - plain)) / max(np.max(np.abs(plain)), 1e-300)),
-                     "phases": times, "full_exponentiations": [silo.full_exponentiations for silo in self.silos]}
-        return new
-
-    def evaluate(self, state, t: int) -> dict:
-        return {k: [v] for k, v in self.last.items()}
-
-    def summary(self, values: dict, failed) -> str:
-        return f"decrypted vs plaintext relative error {values['decrypted_rel_err'][0]:.1e}"
-
-
 def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     import torch
 
@@ -200,8 +92,9 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     from dpfl.fl.gradients import FlatModel
     from dpfl.io import Progress
     from dpfl.models.nets import build_model
-    from dpfl.papers.kato2024 import uldp
+    from dpfl.papers.kato2024.federation import Federation
     from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
+    from dpfl.papers.kato2024.training import rules
 
     p = job.params
     panel_id, method_id, q = parse_cell(job.cell)
@@ -214,7 +107,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     S, U, T, B = int(panel["silos"]), int(panel["users"]), int(p["rounds"]), int(p["batch"])
     sigma, delta, rate = float(p["sigma"]), float(p["delta"]), 1.0 if q is None else q
     streams = Streams(job.seed)
-    Rule = uldp.rule_class(method, impl["sgd_gradient"])  # noqa: N806  (the family, chosen once)
+    Rule = rules.rule_class(method, impl["sgd_gradient"])  # noqa: N806  (the family, chosen once)
 
     prepared = dict(np.load(inputs["prepared"][dataset], allow_pickle=False))
     runs, group_ks, kept = [], [], []
@@ -229,7 +122,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
             group_ks.append(k)
         kept.append(np.bincount(d["silo"], minlength=S))
         runs.append(d)
-    fed = uldp.Federation.build(runs, S, U, Rule.level, B, device, chunk=p["pair_chunk"])
+    fed = Federation.build(runs, S, U, Rule.level, B, device, chunk=p["pair_chunk"])
     name = f"{panel_id}/{method.label}{'' if q is None else f' q={q}'}"
     log(f"{name}: {len(seeds)} seeds, {len(fed.run)} pairs in {len(fed.buckets)} buckets, U={U}, S={S}, T={T}, "
         f"device {describe(device)}")

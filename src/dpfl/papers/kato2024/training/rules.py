@@ -1,82 +1,30 @@
-"""The round rules of kato2024 (spec §4) for every method family, vectorized over runs (seeds), silos and users.
+"""The round rules of kato2024's training figures (spec §4) for every method family, vectorized over runs (seeds),
+silos and users.
 
-A `Federation` holds the training data of R runs as *pairs*: (run, silo, user) for the user-level families (AVG,
-AVG-w, AVG-ws, SGD), (run, silo) for the silo-level ones (DEFAULT, NAIVE, GROUP: a silo trains on all its records,
-GROUP on those its bounding flags keep). The global models are one matrix θ (R, D). Each method family is one round
-rule (`FamilyRound`, a dpfl.fl.engine.RoundRule: `SiloRound` DEFAULT, `NaiveRound`, `GroupRound`, `AvgRound`,
-`SgdRound`), chosen once per cell (`rule_class`), with the typed hyper-parameters of its family
-(dpfl.papers.kato2024.methods.HYPER_BLOCKS) and the method's noise std; a round draws every shuffle, Poisson sample
-and noise from one torch Generator. The cells run them in dpfl.fl.engine.run_rounds.
+They train a `Federation` (dpfl.papers.kato2024.federation) of R runs' *pairs*: (run, silo, user) for the
+user-level families (AVG, AVG-w, AVG-ws, SGD), (run, silo) for the silo-level ones (DEFAULT, NAIVE, GROUP: a silo
+trains on all its records, GROUP on those its bounding flags keep). The global models are one matrix θ (R, D).
+Each method family is one round rule (`FamilyRound`, a dpfl.fl.engine.RoundRule: `SiloRound` DEFAULT,
+`NaiveRound`, `GroupRound`, `AvgRound`, `SgdRound`), chosen once per cell (`rule_class`), with the typed
+hyper-parameters of its family (dpfl.papers.kato2024.methods.HYPER_BLOCKS) and the method's noise std; a round
+draws every shuffle, Poisson sample and noise from one torch Generator. The cells run them in
+dpfl.fl.engine.run_rounds.
 """
 
 from __future__ import annotations
 
 import abc
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from dpfl.fl.aggregate import clip_updates, pair_weights, weighted_clipped_sum
-from dpfl.fl.buckets import Bucket, make_buckets
+from dpfl.fl.aggregate import clip_updates, weighted_clipped_sum
+from dpfl.fl.buckets import Bucket
 from dpfl.fl.engine import RoundRule
 from dpfl.fl.gradients import FlatModel
 from dpfl.fl.local import clipped_mean_grad_sums, dp_sgd, local_sgd, mean_grads
-
-
-@dataclass
-class Federation:
-    """Pairs of R runs: `run`, `silo`, `user` (−1 for silo-level pairs) and `count` per pair (numpy), the padded
-    buckets (on the device) and the sizes S and U."""
-
-    run: np.ndarray
-    silo: np.ndarray
-    user: np.ndarray
-    count: np.ndarray
-    buckets: list[Bucket]
-    n_runs: int
-    n_silos: int
-    n_users: int
-
-    @classmethod
-    def build(cls, runs: list[dict], n_silos: int, n_users: int, level: str, batch: int, device,
-              chunk: int | None = None) -> "Federation":
-        """`runs`: per run {X, y, silo, user} of its training records (in the silos' local order); `level`:
-        user (one pair per (silo, user) holding records) or silo (one pair per silo)."""
-        meta, records = [], []
-        for r, d in enumerate(runs):
-            silo, user = np.asarray(d["silo"]), np.asarray(d["user"])
-            if level == "silo":
-                for s in range(n_silos):
-                    idx = np.flatnonzero(silo == s)
-                    meta.append((r, s, -1, len(idx)))
-                    records.append((d["X"][idx], d["y"][idx]))
-                continue
-            key = silo.astype(np.int64) * n_users + user
-            order = np.argsort(key, kind="stable")
-            keys, starts, counts = np.unique(key[order], return_index=True, return_counts=True)
-            for k, a, c in zip(keys, starts, counts):
-                idx = order[a: a + c]
-                meta.append((r, int(k // n_users), int(k % n_users), int(c)))
-                records.append((d["X"][idx], d["y"][idx]))
-        run, silo, user, count = (np.array(col, dtype=np.int64) for col in zip(*meta))
-        buckets = make_buckets(records, batch, device, chunk, single=level == "silo")
-        return cls(run, silo, user, count, buckets, len(runs), n_silos, n_users)
-
-    def user_totals(self) -> np.ndarray:
-        """n_u per (run, user): (R, U)."""
-        out = np.zeros((self.n_runs, self.n_users), dtype=np.int64)
-        np.add.at(out, (self.run, self.user), self.count)
-        return out
-
-    def weights(self, kind: str) -> np.ndarray:
-        """w per pair (dpfl.fl.aggregate.pair_weights: avg 1/S, avg_w n_{s,u}/n_u)."""
-        return pair_weights(self.count, self.user_totals()[self.run, self.user], self.n_silos, kind)
-
-
-def _subset(b: Bucket, keep: torch.Tensor) -> Bucket:
-    return Bucket(b.pairs[keep], b.X[keep], b.y[keep], b.mask[keep], b.counts[keep])
+from dpfl.papers.kato2024.federation import Federation, subset
 
 
 def silo_noise(n_runs: int, n_silos: int, dim: int, std: float, gen: torch.Generator, like: torch.Tensor):
@@ -146,7 +94,7 @@ class NaiveRound(SiloRound):
 
 class GroupRound(SiloRound):
     """ULDP-GROUP-k: each silo runs record-level DP-SGD (noise std σC on a step's clipped sum) on the records its
-    bounding keeps (`prepare`: at most k per user, dpfl.papers.kato2024.group)."""
+    bounding keeps (`prepare`: at most k per user, dpfl.papers.kato2024.training.group)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -154,7 +102,7 @@ class GroupRound(SiloRound):
 
     @classmethod
     def prepare(cls, run, method, n_silos, n_users, group_step):
-        from dpfl.papers.kato2024.group import bounding_flags, group_size
+        from dpfl.papers.kato2024.training.group import bounding_flags, group_size
 
         k = group_size(method.group, np.bincount(run["user"], minlength=n_users))
         flags = bounding_flags(run["user"], run["silo"], n_silos, k, step=group_step)
@@ -197,7 +145,7 @@ class UserRound(FamilyRound):
                 keep = chosen[self.run_of[b.pairs], self.user_of[b.pairs]]
                 if not bool(keep.any()):
                     continue
-                b = _subset(b, keep)
+                b = subset(b, keep)
             total += self.pair_sums(theta, b)
         total = total + silo_noise(fed.n_runs, fed.n_silos, theta.shape[1], self.silo_std, self.gen, theta)
         scale = self.hyper.eta_g / (fed.n_users * fed.n_silos * (self.q if sampled else 1.0))

@@ -5,8 +5,9 @@ allocation of every seed."""
 from __future__ import annotations
 
 from dpfl.figure import FigureLayout
-from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS, AllocationInstance
+from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS
 from dpfl.papers.kato2024.methods import BY_ID
+from dpfl.papers.kato2024.panels import panel_of, seed_allocation
 
 
 def method_cells(params: dict) -> list[tuple[str, float | None]]:
@@ -27,18 +28,6 @@ def parse_cell(cell: str) -> tuple[str, str, float | None]:
         raise ValueError(f"kato2024 cell {cell!r} is not <panel>-<method>[-q<rate>] with method one of "
                          f"{', '.join(BY_ID)}")
     return parts[0], parts[1], float(parts[2][1:]) if len(parts) == 3 else None
-
-
-def panel_of(params: dict, panel_id: str) -> dict:
-    for panel in params["panels"]:
-        if panel["id"] == panel_id:
-            return panel
-    raise ValueError(f"no panel {panel_id!r}; panels: {', '.join(p['id'] for p in params['panels'])}")
-
-
-def seed_allocation(params: dict, panel: dict, seed: int) -> str:
-    """The allocation of one seed of a panel of a figure whose panels share the figure's `allocation` family."""
-    return AllocationInstance.of_panel(panel, seed).of_family(params["allocation"])
 
 
 #: the distributions of spec §2 each dataset's allocation family supports
@@ -105,9 +94,9 @@ class TrainingLayout(FigureLayout):
         return {**params, "rounds": int(units)}
 
     def table_values(self, params: dict, table: str) -> dict[str, set]:
-        """The setting columns of the tidy table (dpfl.papers.kato2024.table.curves): panel ids, methods, sampling
-        rates (q = 1 for a method without sub-sampling), U, S and distributions of the panels; its quantities and
-        windows; and the gap rows: method "gap" / quantity loss_gap / window by_silos where ULDP-AVG and ULDP-AVG-w
+        """The setting columns of the tidy table (dpfl.papers.kato2024.training.table.curves): panel ids, methods,
+        sampling rates (q = 1 for a method without sub-sampling), U, S and distributions of the panels; its quantities
+        and windows; and the gap rows: method "gap" / quantity loss_gap / window by_silos where ULDP-AVG and ULDP-AVG-w
         both run (_weighting_gaps), panel "<iid>→<noniid>" / distribution "zipf-noniid − zipf-iid" / quantity
         noniid_gap / window by_users for a (U, S) with a zipf-iid and a zipf-noniid panel (_noniid_gaps)."""
         panels, curves = params["panels"], method_cells(params)
@@ -133,13 +122,3 @@ class TrainingLayout(FigureLayout):
                 out["window"].add("by_users")
         return out
 
-
-def schema_fragments() -> dict:
-    """Schemas generated from the method registry ($ref'd by workflow/schemas/papers/kato2024.schema.yaml as
-    urn:dpfl:kato2024:<name>): a new method is a registry entry and YAML, never a schema edit."""
-    families = sorted({m.hyper for m in BY_ID.values()})
-    return {
-        "method-id": {"enum": list(BY_ID), "description": "a method id of dpfl.papers.kato2024.methods"},
-        "hyper-family": {"enum": families, "description": "a method family's hyper-parameter block "
-                                                          "(dpfl.papers.kato2024.methods: each method's `hyper`)"},
-    }
