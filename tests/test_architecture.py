@@ -42,7 +42,7 @@ LAYERS = [
     {"papers"},  # one package per paper
     {"config", "jobs"},  # configuration -> jobs
     {"stages", "report"},  # stage runners (Snakemake scripts call these)
-    {"bench", "cli", "__main__", "__init__"},  # entry points
+    {"bench", "cli", "record", "__main__", "__init__"},  # entry points
 ]
 GROUND = LAYERS[0]
 

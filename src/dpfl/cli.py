@@ -7,6 +7,9 @@
   python -m dpfl bench PAPER [--figures fig4 fig6] [--trials 1] [--cells …] [--scale paper]
                                            seconds per unit of work (trial, round, run) and peak memory of each
                                            cell, and each figure's projected time, at paper scale
+  python -m dpfl record [--results DIR] [--quick DIR] [--papers P ...]
+                                           the reproduction record (docs/reproduction/) from a built results/
+  python -m dpfl record --check            the record's entries whose settings or code changed since
 """
 
 from __future__ import annotations
@@ -74,6 +77,33 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_record(args) -> int:
+    from dpfl.papers import PAPERS
+    from dpfl.record import RecordError, build, check
+
+    root = _project_root()
+    try:
+        if args.check:
+            stale = check(root)
+            for line in stale:
+                print(f"stale: {line}")
+            print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} in the reproduction record")
+            return 1 if stale else 0
+        papers = args.papers or list(PAPERS)
+        command = "python -m dpfl record" + (f" --results {args.results}" if args.results != "results" else "") + (
+            f" --quick {args.quick}" if args.quick else "") + (f" --papers {' '.join(papers)}" if args.papers else "")
+        record = build(root, Path(args.results).resolve(), Path(args.quick).resolve() if args.quick else None,
+                       papers, command)
+    except RecordError as exc:
+        print(f"dpfl record: error: {exc}", file=sys.stderr)
+        return 2
+    for paper in papers:
+        entries = record["papers"][paper]["entries"]
+        built = sum(e["status"] == "built" for e in entries)
+        print(f"{paper}: {built} of {len(entries)} figure entries built -> docs/reproduction/{paper}.md")
+    return 0
+
+
 def _bounded(kind, name: str, low=None, high=None, low_open: bool = False, high_open: bool = False):
     """An argparse type that parses `kind` and checks the bounds, with a one-line message instead of a traceback."""
     def parse(text: str):
@@ -130,6 +160,14 @@ def main(argv=None) -> int:
     p.add_argument("--scale", choices=["smoke", "quick", "paper"], default="paper",
                    help="whose settings the cells run with (default paper; smoke checks the path in seconds)")
     p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("record", help="the reproduction record (docs/reproduction/) from a built results directory")
+    p.add_argument("--results", default="results", help="the build to record (default: results, normally a "
+                   "paper-scale build, e.g. the results/ of a checkout run with --config scale=paper)")
+    p.add_argument("--quick", help="a quick-scale build whose verdicts are shown beside the recorded ones")
+    p.add_argument("--papers", nargs="*", help="record only these papers (default: all); the others' entries stay")
+    p.add_argument("--check", action="store_true", help="list the entries whose settings or code changed since the "
+                   "record (exit 1 when any)")
+    p.set_defaults(func=cmd_record)
     args = parser.parse_args(argv)
     from dpfl.config import ConfigError
 

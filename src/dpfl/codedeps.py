@@ -53,3 +53,20 @@ def module_closure(module: str) -> tuple[str, ...]:
 def code_files(ref: str) -> list[str]:
     """Source files a "module:function" reference depends on."""
     return list(module_closure(ref.partition(":")[0]))
+
+
+#: the runner of each stage of a figure (the Snakemake rules run them)
+STAGE_RUNNERS = {"cell": "dpfl.stages.cell", "table": "dpfl.stages.table", "plot": "dpfl.stages.plot",
+                 "claims": "dpfl.stages.claims"}
+
+
+def stage_code(fdef, stage: str) -> list[str]:
+    """Source files a stage of a figure (`fdef`: its dpfl.figure.FigureDef) depends on: the stage runner and the
+    figure's own functions for that stage, with every dpfl module they import. The rules declare them as inputs
+    (Snakemake does not track imports: editing a module reruns exactly the jobs that import it), and the
+    reproduction record hashes them to tell a stale entry."""
+    files = set(code_files(STAGE_RUNNERS[stage]))
+    for ref in {"cell": [fdef.cell], "table": [fdef.table], "plot": [fdef.plot, fdef.markdown]}.get(stage, []):
+        if ref:
+            files |= set(code_files(ref))
+    return sorted(files)

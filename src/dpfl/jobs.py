@@ -7,7 +7,7 @@ import functools
 from dataclasses import asdict, dataclass
 
 from dpfl.figure import FigureLayout
-from dpfl.io import resolve
+from dpfl.io import config_hash, resolve
 from dpfl.papers import FIGURES
 
 
@@ -119,3 +119,16 @@ def cell_gpu(cfg, paper: str, figure: str, cell: str, mode: str) -> int:
     workstation and a cluster profile can send them to GPU nodes. It requests a resource only; the device the job
     computes on is `device:` (auto picks a GPU when one is visible)."""
     return int(bool(layout(paper, figure).gpu_cell(build_cell_job(cfg, paper, figure, cell, mode).params)))
+
+
+def table_job(cfg, paper: str, figure: str, mode: str) -> dict:
+    """The table rule's params (the figure's settings in a mode): what its table is computed from."""
+    fdef = FIGURES[(paper, figure)]
+    return {"function": fdef.table, "kind": fdef.kind, "mode": mode, "scale": cfg.globals["scale"],
+            "params": cfg.figure_params(paper, figure, mode), "paper_settings": cfg.paper_settings(paper)}
+
+
+def settings_hash(cfg, paper: str, figure: str, mode: str) -> str:
+    """The hash of a figure's settings that its table's meta records (`config_hash`): the reproduction record
+    compares it with today's configuration to tell a stale entry."""
+    return config_hash({"paper": paper, "figure": figure, **table_job(cfg, paper, figure, mode)})

@@ -6,6 +6,7 @@ from __future__ import annotations
 MODE_SUBDIR = {"none": "", "authors-code": "authors-code/"}  # the authors-code variant sits beside the default
 REPORT_HTML = "results/report/index.html"
 REPORT_LOGS = "results/logs/"
+RECORD_DIR = "docs/reproduction/"  # the committed reproduction record (dpfl.record)
 
 
 def raw_source(dataset: str) -> str:

@@ -12,6 +12,7 @@ os.environ["PYTHONPATH"] = SRC + (os.pathsep + os.environ["PYTHONPATH"] if os.en
 
 from dpfl import config as dpfl_config  # noqa: E402
 from dpfl import jobs, paths  # noqa: E402
+from dpfl import codedeps  # noqa: E402
 from dpfl.codedeps import code_files  # noqa: E402
 from dpfl.papers import ALLOCATION_KINDS, FIGURES  # noqa: E402
 
@@ -81,22 +82,10 @@ def compat_figure_outputs():
             for path in figure_outputs(p, f, "authors-code")]
 
 
-STAGE_RUNNERS = {"cell": "dpfl.stages.cell", "table": "dpfl.stages.table", "plot": "dpfl.stages.plot",
-                 "claims": "dpfl.stages.claims"}
-
-
 def stage_code(stage):
-    """Source files a stage of a figure depends on: the stage runner and the figure's own functions for that
-    stage, with every dpfl module they import. Snakemake does not track imports, so they are declared as
-    inputs: editing a module reruns exactly the jobs that import it."""
-    def inputs(wildcards):
-        fdef = figure_def(wildcards)
-        files = set(code_files(STAGE_RUNNERS[stage]))
-        for ref in {"cell": [fdef.cell], "table": [fdef.table], "plot": [fdef.plot, fdef.markdown]}.get(stage, []):
-            if ref:
-                files |= set(code_files(ref))
-        return sorted(files)
-    return inputs
+    """Source files a stage of a figure depends on (dpfl.codedeps.stage_code), declared as inputs: editing a module
+    reruns exactly the jobs that import it."""
+    return lambda wildcards: codedeps.stage_code(figure_def(wildcards), stage)
 
 
 def _unknown_dataset(wildcards):

@@ -21,10 +21,8 @@ def _local_cores():
 
 def _table_job(mode):
     def params(wildcards):
-        fdef = figure_def(wildcards)
-        return {"function": fdef.table, "kind": fdef.kind, "mode": mode, "scale": CFG.globals["scale"],
-                "params": CFG.figure_params(wildcards.paper, wildcards.figure, mode),
-                "paper_settings": CFG.paper_settings(wildcards.paper)}
+        figure_def(wildcards)
+        return jobs.table_job(CFG, wildcards.paper, wildcards.figure, mode)
     return params
 
 

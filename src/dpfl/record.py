@@ -1,0 +1,281 @@
+"""The reproduction record: a built results/ directory (normally a paper-scale build) turned into committed pages
+under docs/reproduction/ (one per paper and a summary), so that a researcher reads the paper-scale verdicts without
+running for a day.
+
+Every registered figure and mode gets an entry: built (its image, data source, scale, settings and code hashes, run
+time, machine, every claim's verdict, cause and reason, beside a quick build's verdict when one is given) or not
+built (and why). Nothing is edited by hand: `python -m dpfl record` rewrites the pages from record.json, which it
+updates paper by paper (a record can be built in pieces), and `python -m dpfl record --check` lists the entries whose
+settings or code differ from today's (the hashes the rerun logic uses: the table job's `config_hash` and the files
+every stage of the figure imports, dpfl.codedeps.stage_code).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import io
+import json
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from dpfl import codedeps, jobs, paths
+from dpfl.papers import FIGURES, PAPERS
+
+MODES = ("none", "authors-code")
+MAX_IMAGE_BYTES = 300_000
+VERDICTS = ("pass", "fail", "inconclusive", "stand-in")
+
+
+class RecordError(Exception):
+    """A record cannot be written or checked (missing results, unknown paper): one line for the command line."""
+
+
+def code_files(paper: str, figure: str) -> dict[str, str]:
+    """{source file: sha256[:12]} of every file the figure's stages import (cell, table, plot, claims)."""
+    fdef = FIGURES[(paper, figure)]
+    stages = ("cell", "table", "plot", "claims") if fdef.kind == "experiment" else ("table", "plot", "claims")
+    files = sorted({f for stage in stages for f in codedeps.stage_code(fdef, stage)})
+    root = codedeps.SRC.parent
+    return {f: hashlib.sha256((root / f).read_bytes()).hexdigest()[:12] for f in files}
+
+
+def _code_hash(files: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _claims(data: dict | None) -> list[dict]:
+    """The parts of a claims file's claims the record keeps: the verdict and every other verdict it reports."""
+    keep = ("id", "claim", "verdict", "cause", "cause_text", "reason")
+    return [{k: c[k] for k in c if k in keep or k.startswith("verdict_")} for c in (data or {}).get("claims", [])]
+
+
+def _image(png: Path) -> bytes:
+    """The figure's PNG, shrunk until it is at most MAX_IMAGE_BYTES (a committed file)."""
+    from PIL import Image
+
+    data = png.read_bytes()
+    if len(data) <= MAX_IMAGE_BYTES:
+        return data
+    image = Image.open(io.BytesIO(data)).convert("RGB")
+    width = image.width
+    while True:
+        width = int(width * 0.8)
+        small = image.resize((width, round(image.height * width / image.width)), Image.LANCZOS)
+        buf = io.BytesIO()
+        small.quantize(colors=128).save(buf, format="PNG", optimize=True)
+        if buf.tell() <= MAX_IMAGE_BYTES or width < 300:
+            return buf.getvalue()
+
+
+def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: str, mode: str, out: Path) -> dict | None:
+    """One figure in one mode: None when the mode does not exist for the figure and was not built."""
+    fdef = FIGURES[(paper, figure)]
+    rel = Path(paths.figure_dir(paper, figure, mode)).relative_to("results")
+    meta = _read_json(results / rel / f"{figure}.meta.json")
+    if mode == "authors-code" and (not fdef.has_compat or meta is None):
+        return None
+    entry = {"paper": paper, "figure": figure, "mode": mode}
+    if meta is None:
+        return {**entry, "status": "not built", "why": "not in the recorded build"}
+    files = code_files(paper, figure)
+    standin = [{"dataset": d.get("name"), "why": "; ".join(d.get("fallback_reasons") or []) or d.get("source", "")}
+               for d in meta.get("datasets", []) if d.get("standin")]
+    image = None
+    png = results / rel / f"{figure}.png"
+    if png.exists():
+        image = f"images/{paper}-{figure}{'' if mode == 'none' else '-authors-code'}.png"
+        (out / image).parent.mkdir(parents=True, exist_ok=True)
+        (out / image).write_bytes(_image(png))
+    quick_claims = _claims(_read_json(quick / rel / "claims.json")) if quick else []
+    return {
+        **entry,
+        "status": "built",
+        "scale": meta["scale"],
+        "data_source": meta["data_source"],
+        "standin": standin,
+        "reduced_scale": meta.get("reduced_scale", False),
+        "reductions": meta.get("reductions", {}),
+        "settings_hash": meta["config_hash"],
+        "code_hash": _code_hash(files),
+        "code_files": files,
+        "seconds": round(float(meta.get("cells_training_seconds", 0.0)) + float(meta.get("compute_seconds", 0.0)), 1),
+        "machine": {k: meta.get("device", {}).get(k) for k in ("platform", "cpu_count", "accelerator")},
+        "versions": meta.get("versions", {}),
+        "image": image,
+        "claims": _claims(_read_json(results / rel / "claims.json")),
+        "quick_verdicts": {c["id"]: c["verdict"] for c in quick_claims},
+    }
+
+
+def _paper_claims(results: Path, quick: Path | None, paper: str) -> list[dict]:
+    """Claims over several figures (results/<paper>/[authors-code/]claims-<id>.json)."""
+    out = []
+    for mode in MODES:
+        sub = f"{paper}/{paths.MODE_SUBDIR[mode]}"
+        for path in sorted((results / sub).glob("claims-*.json")):
+            data = json.loads(path.read_text())
+            q = _read_json(quick / sub / path.name) if quick else None
+            quick_verdicts = {c["id"]: c["verdict"] for c in _claims(q)}
+            for c in _claims(data):
+                out.append({"paper": paper, "mode": mode, "figures": data.get("figures", []), **c,
+                            "quick_verdict": quick_verdicts.get(c["id"])})
+    return out
+
+
+def _git(root: Path, *args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def build(root: Path, results: Path, quick: Path | None, papers: list[str], command: str,
+          out: Path | None = None) -> dict:
+    """Record `papers` from `results` (and `quick`'s verdicts) into out (default docs/reproduction/), keeping the
+    other papers' entries of an existing record; returns the record."""
+    out = out or root / paths.RECORD_DIR
+    unknown = sorted(set(papers) - set(PAPERS))
+    if unknown:
+        raise RecordError(f"unknown paper {unknown}; allowed: {', '.join(PAPERS)}")
+    if not results.is_dir():
+        raise RecordError(f"no results directory at {results}")
+    out.mkdir(parents=True, exist_ok=True)
+    old = _read_json(out / "record.json") or {"papers": {}}
+    record = {"papers": dict(old.get("papers", {}))}
+    for paper in papers:
+        entries = [e for (p, f) in FIGURES if p == paper for m in MODES
+                   if (e := _entry(root, results, quick, p, f, m, out)) is not None]
+        if not any(e["status"] == "built" for e in entries):
+            raise RecordError(f"{results} holds no built figure of {paper} (looked for "
+                              f"results/{paper}/<figure>/<figure>.meta.json)")
+        record["papers"][paper] = {
+            "recorded": datetime.date.today().isoformat(),
+            "commit": _git(root, "rev-parse", "--short=12", "HEAD"),
+            "dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no")),
+            "command": command,
+            "entries": entries,
+            "paper_claims": _paper_claims(results, quick, paper),
+        }
+    _write(out, record)
+    return record
+
+
+def check(root: Path, out: Path | None = None) -> list[str]:
+    """The record's built entries whose settings or code differ from today's, one line each (empty: none stale)."""
+    from dpfl.config import load
+
+    out = out or root / paths.RECORD_DIR
+    record = _read_json(out / "record.json")
+    if record is None:
+        raise RecordError(f"no record at {out / 'record.json'} (python -m dpfl record builds it)")
+    configs, stale = {}, []
+    for paper, part in sorted(record["papers"].items()):
+        for e in part["entries"]:
+            if e["status"] != "built":
+                continue
+            name = f"{paper}/{e['figure']}" + ("" if e["mode"] == "none" else f" ({e['mode']})")
+            if (paper, e["figure"]) not in FIGURES:
+                stale.append(f"{name}: no longer a registered figure")
+                continue
+            if e["scale"] not in configs:
+                configs[e["scale"]] = load(root, {"scale": e["scale"]})
+            cfg = configs[e["scale"]]
+            if e["figure"] not in cfg.papers[paper]["figures"]:
+                stale.append(f"{name}: no longer in config/papers/{paper}.yaml")
+                continue
+            if jobs.settings_hash(cfg, paper, e["figure"], e["mode"]) != e["settings_hash"]:
+                stale.append(f"{name}: settings changed since the record (scale {e['scale']})")
+            now = code_files(paper, e["figure"])
+            changed = sorted(f for f in set(now) | set(e["code_files"]) if now.get(f) != e["code_files"].get(f))
+            if changed:
+                stale.append(f"{name}: code changed since the record ({', '.join(changed[:3])}"
+                             f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''})")
+    return stale
+
+
+# --------------------------------------------------------------------------------------------------
+# the pages
+# --------------------------------------------------------------------------------------------------
+
+def _write(out: Path, record: dict) -> None:
+    (out / "record.json").write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    for paper, part in record["papers"].items():
+        (out / f"{paper}.md").write_text(_paper_page(paper, part))
+    (out / "README.md").write_text(_summary_page(record))
+
+
+def _cell(text) -> str:
+    return str(text if text not in (None, "") else "–").replace("|", "\\|").replace("\n", " ")
+
+
+def _name(e: dict) -> str:
+    return f"{e['figure']}" + ("" if e["mode"] == "none" else f" ({e['mode']})")
+
+
+def _paper_page(paper: str, part: dict) -> str:
+    dirty = " (with uncommitted changes)" if part["dirty"] else ""
+    lines = [f"# Reproduction record: {paper}", "",
+             f"Recorded {part['recorded']} at commit `{part['commit']}`{dirty} with `{part['command']}`. Generated: do "
+             "not edit; `python -m dpfl record --check` lists stale entries.", ""]
+    for e in part["entries"]:
+        lines += [f"## {_name(e)}", ""]
+        if e["status"] != "built":
+            lines += [f"Not built: {e['why']}.", ""]
+            continue
+        if e["image"]:
+            lines += [f"![{paper} {_name(e)}]({e['image']})", ""]
+        data = e["data_source"] + "".join(f"; {s['dataset']} is a stand-in ({s['why']})" for s in e["standin"])
+        machine = e["machine"]
+        lines += ["| mode | data | scale | settings hash | code hash | run time | machine |", "|---" * 7 + "|",
+                  f"| {e['mode']} | {_cell(data)} | {e['scale']}{' (reduced)' if e['reduced_scale'] else ''} | "
+                  f"`{e['settings_hash']}` | `{e['code_hash']}` | {e['seconds']:.0f} s | "
+                  f"{machine.get('cpu_count')} CPU, {_cell(machine.get('accelerator'))} |", ""]
+        if e["claims"]:
+            lines += _claims_table(e["claims"], e.get("quick_verdicts", {}))
+    if part["paper_claims"]:
+        lines += ["## Claims over several figures", ""]
+        lines += _claims_table(part["paper_claims"], {c["id"]: c["quick_verdict"] for c in part["paper_claims"]})
+    return "\n".join(lines) + "\n"
+
+
+def _claims_table(claims: list[dict], quick: dict) -> list[str]:
+    extra = sorted({k for c in claims for k in c if k.startswith("verdict_") and k != "verdict_on_data"})
+    head = "| claim | | verdict | " + "".join(f"{k} | " for k in extra) + "cause | reason | quick-scale verdict |"
+    lines = [head, "|" + "---|" * (6 + len(extra))]
+    for c in claims:
+        lines.append(f"| {c['id']} | {_cell(c.get('claim'))} | **{c['verdict']}** | "
+                     + "".join(f"{_cell(c.get(k))} | " for k in extra)
+                     + f"{_cell(c.get('cause'))} | {_cell(c.get('reason'))} | {_cell(quick.get(c['id']))} |")
+    return lines + [""]
+
+
+def _summary_page(record: dict) -> str:
+    lines = ["# Reproduction record", "",
+             "The paper-scale verdicts of every figure, generated by `python -m dpfl record` from a build (one page "
+             "per paper). A quick run's report links here; `python -m dpfl record --check` lists entries whose "
+             "settings or code changed since.", "",
+             "| paper | recorded | commit | figures built | not built | " + " | ".join(VERDICTS) + " | causes |",
+             "|---|---|---|---|---|" + "---|" * len(VERDICTS) + "---|"]
+    missing = []
+    for paper in PAPERS:
+        part = record["papers"].get(paper)
+        if part is None:
+            lines.append(f"| [{paper}]({paper}.md) | not recorded | | | | " + " | " * len(VERDICTS) + " |")
+            continue
+        built = [e for e in part["entries"] if e["status"] == "built"]
+        missing += [f"- {paper} {_name(e)}: {e['why']}" for e in part["entries"] if e["status"] != "built"]
+        claims = [c for e in built for c in e["claims"]] + part["paper_claims"]
+        verdicts = Counter(c["verdict"] for c in claims)
+        causes = Counter(c["cause"] for c in claims if c.get("cause"))
+        lines.append(f"| [{paper}]({paper}.md) | {part['recorded']} | `{part['commit']}` | {len(built)} | "
+                     f"{len(part['entries']) - len(built)} | " + " | ".join(str(verdicts.get(v, 0)) for v in VERDICTS)
+                     + f" | {', '.join(f'{k} {n}' for k, n in sorted(causes.items())) or '–'} |")
+    if missing:
+        lines += ["", "## Not built", ""] + missing
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,150 @@
+"""The reproduction record (dpfl.record, `python -m dpfl record`): an entry for every registered figure, the claims
+as the build judged them, images small enough to commit, and `--check` telling a stale entry from a current one."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpfl import cli, config, jobs, paths, record
+from dpfl.papers import FIGURES, PAPERS
+
+ROOT = Path(__file__).resolve().parents[1]
+MISSING = ("kato2024", "fig5")  # left out of the fake build: its entry must say "not built"
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A copy of the configuration (check() reads today's settings from it) and a fake paper-scale build whose
+    meta files carry the settings hash of that configuration."""
+    root = tmp_path / "project"
+    for sub in ("config", "workflow/schemas"):
+        shutil.copytree(ROOT / sub, root / sub)
+    (root / "Snakefile").write_text("")
+    results = tmp_path / "results"
+    cfg = config.load(root, {"scale": "paper"})
+    png = _png(tmp_path / "tiny.png", 40)
+    for (paper, figure), fdef in FIGURES.items():
+        if (paper, figure) == MISSING:
+            continue
+        d = results / Path(paths.figure_dir(paper, figure)).relative_to("results")
+        d.mkdir(parents=True)
+        meta = {"scale": "paper", "data_source": "real" if fdef.kind == "experiment" else "analytic",
+                "datasets": [], "reduced_scale": False, "reductions": {},
+                "config_hash": jobs.settings_hash(cfg, paper, figure, "none"), "compute_seconds": 1.0,
+                "cells_training_seconds": 2.0, "device": {"cpu_count": 2, "accelerator": "none (CPU)"}}
+        (d / f"{figure}.meta.json").write_text(json.dumps(meta))
+        claims = [{"id": c["id"], "claim": c["claim"], "verdict": "pass", "reason": "passes"}
+                  for c in cfg.figure(paper, figure).get("claims", [])]
+        (d / "claims.json").write_text(json.dumps({"claims": claims}))
+        shutil.copy(png, d / f"{figure}.png")
+    return root, results
+
+
+def _png(path: Path, size: int) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(0)
+    fig = plt.figure(figsize=(size / 10, size / 10), dpi=10)
+    fig.figimage(rng.random((size, size, 3)))
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def test_every_registered_figure_has_an_entry_and_every_configured_claim_appears(project):
+    root, results = project
+    out = root / paths.RECORD_DIR
+    rec = record.build(root, results, None, list(PAPERS), "python -m dpfl record")
+    cfg = config.load(root, {"scale": "paper"})
+    for (paper, figure) in FIGURES:
+        entries = [e for e in rec["papers"][paper]["entries"] if e["figure"] == figure and e["mode"] == "none"]
+        assert len(entries) == 1, (paper, figure)
+        if (paper, figure) == MISSING:
+            assert entries[0]["status"] == "not built"
+            continue
+        assert entries[0]["status"] == "built" and (out / entries[0]["image"]).exists()
+        ids = {c["id"] for c in entries[0]["claims"]}
+        assert ids == {c["id"] for c in cfg.figure(paper, figure).get("claims", [])}, (paper, figure)
+    summary = (out / "README.md").read_text()
+    assert f"- {MISSING[0]} {MISSING[1]}: not in the recorded build" in summary
+    assert "| [lowy2023](lowy2023.md) |" in summary
+    page = (out / "lowy2023.md").read_text()
+    assert "![lowy2023 fig4](images/lowy2023-fig4.png)" in page and "**pass**" in page
+    assert record.check(root) == []
+
+
+def test_check_names_the_entries_whose_settings_or_code_changed(project):
+    root, results = project
+    record.build(root, results, None, ["balle2020", "lowy2023"], "python -m dpfl record")
+    paper_file = root / "config/papers/lowy2023.yaml"
+    paper_file.write_text(paper_file.read_text().replace("trials: 20", "trials: 21", 1))
+    rec_path = root / paths.RECORD_DIR / "record.json"
+    rec = json.loads(rec_path.read_text())
+    entry = next(e for e in rec["papers"]["balle2020"]["entries"] if e["figure"] == "table1")
+    first = sorted(entry["code_files"])[0]
+    entry["code_files"][first] = "0" * 12
+    rec_path.write_text(json.dumps(rec))
+    stale = record.check(root)
+    assert any(line.startswith("lowy2023/fig4: settings changed") for line in stale), stale
+    assert any(line.startswith("balle2020/table1: code changed") and first in line for line in stale), stale
+    assert not any(line.startswith("balle2020/fig2") for line in stale), stale
+
+
+def test_recording_one_paper_keeps_the_others(project):
+    root, results = project
+    record.build(root, results, None, ["balle2020"], "first")
+    rec = record.build(root, results, None, ["asoodeh2021"], "second")
+    assert set(rec["papers"]) == {"balle2020", "asoodeh2021"}
+    assert rec["papers"]["balle2020"]["command"] == "first"
+    assert "not recorded" in (root / paths.RECORD_DIR / "README.md").read_text()  # the three papers not yet recorded
+
+
+def test_a_large_figure_is_shrunk_below_the_commit_limit(tmp_path):
+    big = _png(tmp_path / "big.png", 900)
+    assert big.stat().st_size > record.MAX_IMAGE_BYTES
+    small = record._image(big)
+    assert len(small) <= record.MAX_IMAGE_BYTES and small[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_command_line_explains_a_missing_build_and_an_unknown_paper(project, monkeypatch, capsys):
+    root, results = project
+    monkeypatch.chdir(root)
+    assert cli.main(["record", "--results", str(root / "nowhere")]) == 2
+    assert "no results directory" in capsys.readouterr().err
+    assert cli.main(["record", "--results", str(results), "--papers", "lowy2032"]) == 2
+    assert "unknown paper ['lowy2032']" in capsys.readouterr().err
+    assert cli.main(["record", "--check"]) == 2
+    assert "python -m dpfl record builds it" in capsys.readouterr().err
+    assert cli.main(["record", "--results", str(results), "--papers", "balle2020"]) == 0
+    assert cli.main(["record", "--check"]) == 0
+    assert "0 stale entries" in capsys.readouterr().out
+
+
+def test_the_committed_record_covers_every_figure_and_claim():
+    """The record under docs/reproduction/ (once built): every registered figure has an entry, every claim in the
+    configuration appears, and every image it names is committed and small."""
+    path = ROOT / paths.RECORD_DIR / "record.json"
+    if not path.exists():
+        pytest.skip("no reproduction record committed yet (python -m dpfl record builds it)")
+    rec = json.loads(path.read_text())
+    cfg = config.load(ROOT, {"scale": "paper"})
+    for paper in PAPERS:
+        assert paper in rec["papers"], paper
+        part = rec["papers"][paper]
+        figures = {e["figure"] for e in part["entries"]}
+        assert figures == {f for p, f in FIGURES if p == paper}, paper
+        recorded = {c["id"] for e in part["entries"] for c in e.get("claims", [])} | {
+            c["id"] for c in part["paper_claims"]}
+        built = {e["figure"] for e in part["entries"] if e["status"] == "built"}
+        configured = {c["id"] for f in built for c in cfg.figure(paper, f).get("claims", [])}
+        assert configured <= recorded, (paper, configured - recorded)
+        for e in part["entries"]:
+            if e.get("image"):
+                image = ROOT / paths.RECORD_DIR / e["image"]
+                assert image.exists() and image.stat().st_size <= record.MAX_IMAGE_BYTES, image
