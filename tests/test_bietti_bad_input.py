@@ -21,7 +21,7 @@ PAPER_FILE = "config/papers/bietti2022.yaml"
 @pytest.mark.parametrize("figure, old, new, key", [
     ("fig1a", "etas: [0.01,", "etas: [-0.01,", "figures.fig1a.params.grids.synthetic.etas[0]"),
     ("fig1c", "levels: [0, 0.1,", "levels: [0, -0.1,", "figures.fig1c.params.grids.emnist_linear.levels[1]"),
-    ("fig1a", "sigmas: [0, 10, 100]", "sigmas: [0, -10, 100]", "figures.fig1a.params.grids.synthetic.sigmas[1]"),
+    ("fig1a", "sigmas: [0, 3, 10]", "sigmas: [0, -3, 10]", "figures.fig1a.params.grids.synthetic.sigmas[1]"),
     ("fig1c", "clip: 10.0", "clip: 0", "figures.fig1c.params.grids.emnist_linear.clip"),
     ("fig1c", "task: emnist", "task: emnist_full", "figures.fig1c.params.grids.emnist_linear.task"),
 ])

@@ -162,7 +162,7 @@ def test_full_run_builds_every_output(built):
         elif paper == "bietti2022":  # the synthetic task: no dataset; cells a = 0 once, then one per σ
             assert sidecar["data_source"] == "synthetic" and sidecar["datasets"] == []
             assert sorted(p.stem for p in (d / "cells").glob("*.parquet")) == [
-                "synthetic-local", "synthetic-sigma0", "synthetic-sigma10", "synthetic-sigma100"]
+                "synthetic-local", "synthetic-sigma0", "synthetic-sigma10", "synthetic-sigma3"]
         else:
             assert sidecar["data_source"] == "analytic"
         assert {"config_hash", "versions", "inferred", "device"} <= set(sidecar)
