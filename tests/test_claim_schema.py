@@ -41,7 +41,8 @@ TABLE = pd.DataFrame([
 _ROWS = {"select": {"panel": "a"}, "where_x": {"ge": 1}, "column": "y"}
 FULL = {
     "compare": {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "abs<=", "max_diff": 100.0,
-                **_ROWS, "match_on": ["panel"], "at": "last", "factor": 1.0, "offset": 0.0, "tol": 0.01, "tol_se": True,
+                **_ROWS, "left_column": "y", "right_column": "hi", "per_figure": {"other": {"op": "<"}},
+                "match_on": ["panel"], "at": "last", "factor": 1.0, "offset": 0.0, "tol": 0.01, "tol_se": True,
                 "tol_counts": "for", "group_by": ["g"], "min_points": 1, "min_group_share": 0.5, "min_groups": 1,
                 "inferred": "why"},
     "order": {"kind": "order", "by": "curve", "values": ["A", "B"], "op": "<", **_ROWS, "tol": 0.01,
@@ -66,9 +67,15 @@ FULL = {
                    "tol_se": True,
                    "tol_counts": "for", "group_by": ["g"], "inferred": "why"},
     "slope": {"kind": "slope", "min": 0.4, "max": 0.65, **_ROWS, "group_by": ["g"], "inferred": "why"},
+    "jointly": {"kind": "jointly", "group_by": ["g"], "select": {"panel": "a"}, "min_groups": 1, "min_group_share": 0.5,
+                "checks": [{"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"}],
+                "inferred": "why"},
     "mean_relative_gap": {"kind": "mean_relative_gap", "left": {"curve": "A"}, "right": {"curve": "B"}, "min": 0.1,
                           **_ROWS, "match_on": ["g"], "at": "last", "inferred": "why"},
 }
+
+REDUCED_SCALE = {"why": "quick cuts one family's epochs", "settings": ["hyper.group.epochs"]}
+FULL = {kind: {**check, "reduced_scale": REDUCED_SCALE} for kind, check in FULL.items()}
 
 
 def minimal(kind: str) -> dict:

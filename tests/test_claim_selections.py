@@ -58,11 +58,13 @@ def analytic_table(cfg, paper: str, figure: str, mode: str) -> pd.DataFrame:
 
 
 def known_values(cfg, paper: str, figure: str, mode: str) -> dict[str, set] | pd.DataFrame:
-    """An analytic figure: its table; an experiment figure: its layout's table_values (column -> values)."""
+    """An analytic figure: its table; an experiment figure: its layout's table_values (column -> values), with the
+    figure column every tidy table holds (its id; per_figure and claims over several figures select by it)."""
     fdef = FIGURES[(paper, figure)]
     if fdef.kind == "analytic":
         return analytic_table(cfg, paper, figure, mode)
-    return jobs.layout(paper, figure).table_values(cfg.figure_params(paper, figure, mode), fdef.table)
+    values = jobs.layout(paper, figure).table_values(cfg.figure_params(paper, figure, mode), fdef.table)
+    return {**values, "figure": {figure}} if values else values
 
 
 def as_values(known) -> dict[str, set]:
@@ -71,9 +73,9 @@ def as_values(known) -> dict[str, set]:
     return known
 
 
-def paper_known(cfg, paper: str, figures: list[str], mode: str):
-    """What the concatenated tables of a claim over several figures hold (panels renamed <figure>/<panel>)."""
-    parts = {f: known_values(cfg, paper, f, figure_mode(paper, f, mode)) for f in figures}
+def union_known(parts: dict):
+    """What the concatenated tables of several figures hold (panels renamed <figure>/<panel>): a claim over several
+    figures, or a selection naming some of them."""
     if all(isinstance(p, pd.DataFrame) for p in parts.values()):
         return concat_tables(parts)
     out: dict[str, set] = {}
@@ -92,12 +94,27 @@ def paper_known(cfg, paper: str, figures: list[str], mode: str):
 
 
 def selections(check: dict) -> list[tuple[str, dict]]:
-    """(name, selector) of every row selection a check makes (as dpfl.claims.checks does)."""
+    """(name, selector) of every row selection a check makes (as dpfl.claims.checks does): with compare's
+    per_figure, also each named figure's (its selection merged into `select`, on that figure's rows)."""
     base = dict(check.get("select") or {})
     if check["kind"] == "order":
         return [(f"{check['by']} = {v}", {**base, check["by"]: v}) for v in check["values"]]
-    sides = [(side, {**base, **check[side]}) for side in SIDES if side in check]
+    bases = [("", base)] + [(f" on {fig}", {**base, **o.get("select", {}), "figure": fig})
+                            for fig, o in (check.get("per_figure") or {}).items()]
+    sides = [(side + on, {**b, **check[side]}) for on, b in bases for side in SIDES if side in check]
     return sides or [("select", base)]
+
+
+def flat_checks(claim: dict) -> list[tuple[str, dict]]:
+    """(number, check) of a claim's checks, a `jointly` check's own checks numbered under it (1.1, 1.2, …) with its
+    selection merged into theirs (they select within its rows)."""
+    out = []
+    for i, check in enumerate(claim["checks"], 1):
+        out.append((str(i), check))
+        if check["kind"] == "jointly":
+            out += [(f"{i}.{j}", {**sub, "select": {**check.get("select", {}), **sub.get("select", {})}})
+                    for j, sub in enumerate(check["checks"], 1)]
+    return out
 
 
 def _holds(values: set, value) -> bool:
@@ -113,12 +130,20 @@ def _x_ok(xs: set, check: dict) -> bool:
     return any(all(ops[k](float(x), b) for k, b in where.items()) for x in xs)
 
 
-def problems_of(claim: dict, known, *, strict_lists: bool, paper: str, where: str) -> list[str]:
-    """Why a claim's selections would find no rows (or fewer than it names) in a table holding `known`."""
+def problems_of(claim: dict, known, *, strict_lists: bool, paper: str, where: str, parts: dict | None = None
+                ) -> list[str]:
+    """Why a claim's selections would find no rows (or fewer than it names) in a table holding `known`; `parts`: a
+    claim over several figures, each figure's own values, against which a selection that names its figures (column
+    figure, e.g. per_figure's) is checked."""
     out = []
-    for i, check in enumerate(claim["checks"]):
-        label = f"{where}: {claim['id']} check {i + 1} ({check['kind']})"
+    whole = known
+    for i, check in flat_checks(claim):
+        label = f"{where}: {claim['id']} check {i} ({check['kind']})"
         for name, sel in selections(check):
+            known = whole
+            if parts and "figure" in sel:
+                named = sel["figure"] if isinstance(sel["figure"], list) else [sel["figure"]]
+                known = union_known({f: parts[f] for f in named if f in parts}) if set(named) & set(parts) else whole
             if isinstance(known, pd.DataFrame):  # the table itself: select as the check does
                 rows = select(known, sel, check.get("where_x"))
                 if check["kind"] == "near":
@@ -168,9 +193,9 @@ def scale_problems(cfg, scale: str, paper: str) -> list[str]:
                                    where=f"{scale} {paper}/{figure} ({mode})")
     for claim in cfg.papers[paper].get("claims", []):
         for mode in MODES if any(FIGURES[(paper, f)].has_compat for f in claim["figures"]) else ("none",):
-            known = paper_known(cfg, paper, list(claim["figures"]), mode)
-            out += problems_of(claim, known, strict_lists=scale == "paper", paper=paper,
-                               where=f"{scale} {paper} over {'+'.join(claim['figures'])} ({mode})")
+            parts = {f: known_values(cfg, paper, f, figure_mode(paper, f, mode)) for f in claim["figures"]}
+            out += problems_of(claim, union_known(parts), strict_lists=scale == "paper", paper=paper,
+                               where=f"{scale} {paper} over {'+'.join(claim['figures'])} ({mode})", parts=parts)
     return out
 
 
@@ -209,7 +234,8 @@ def test_the_check_finds_a_scale_that_drops_a_selected_value(configs):
     """Issue 24: smoke's Figs 11-12 with the fast implementation only leave C-K11 and C-K12 (implementation:
     reference) nothing to check; bietti2022 Fig 1a without the σ of C-B1a-3/4 leaves them nothing; a lowy2023 ε grid
     without ε ≤ 0.25 leaves C-L5a's where_x nothing; kato2024 Fig 8 without ULDP-AVG-w has no loss-gap rows
-    (C-K8b); Figs 4-7 without ULDP-SGD leave C-K4a/e (over several figures) nothing."""
+    (C-K8b); Figs 4-7 without ULDP-SGD leave C-K4a/e (over several figures) nothing; Fig 5 without GROUP-2 leaves
+    C-K5c's jointly checks nothing, and without ULDP-AVG-w C-K4d's fig5 selection (strict at paper scale)."""
     cfg = configs["smoke"]
     for figure, claim in (("fig11", "C-K11"), ("fig12", "C-K12")):
         found = scale_problems(_with_params(cfg, "kato2024", {figure: {"implementations": ["fast"]}}), "smoke",
@@ -237,6 +263,14 @@ def test_the_check_finds_a_scale_that_drops_a_selected_value(configs):
     found = scale_problems(_with_params(cfg, "kato2024", edits), "smoke", "kato2024")
     assert any("C-K4a" in p and "over fig4+fig5+fig6+fig7" in p and "uldp_sgd" in p for p in found), found
     assert any("C-K4e" in p for p in found), found
+
+    # the checks inside a `jointly` check (C-K5c), and per_figure's own selection (C-K4d/e on fig5)
+    methods = [m for m in cfg.figure_params("kato2024", "fig5", "none")["methods"] if m != "uldp_group_2"]
+    found = scale_problems(_with_params(cfg, "kato2024", {"fig5": {"methods": methods}}), "smoke", "kato2024")
+    assert any("C-K5c check 1.1 (compare)" in p and "uldp_group_2" in p for p in found), found
+    methods = [m for m in cfg.figure_params("kato2024", "fig5", "none")["methods"] if m != "uldp_avg_w"]
+    found = scale_problems(_with_params(cfg, "kato2024", {"fig5": {"methods": methods}}), "paper", "kato2024")
+    assert any("C-K4d check 1 (compare)" in p and "left on fig5" in p for p in found), found
 
 
 def test_analytic_selections_are_applied_to_the_table(configs):

@@ -1065,3 +1065,106 @@ def test_compare_min_points_counts_per_match_on_panel():
     # without min_points every point must hold clearly: ties are inside the tolerance
     assert run(_envelope({"so": [0, 0.02, 0, 0], "emnist": [0.03, 0, 0, 0]}),
                {k: v for k, v in C_B2_1.items() if k != "min_points"})[0] == "inconclusive"
+
+
+def test_compare_left_and_right_columns():
+    """left_column / right_column: kato2024's C-K8b compares the uniform |gap| with the signed zipf gap, so a
+    negative zipf gap fails where |zipf gap| would pass."""
+    rows = [{"curve": d, "distribution": d, "x": s, "y": g, "abs_gap": abs(g)}
+            for s, (u, z) in {5: (-0.01, 0.04), 20: (0.08, -0.17), 50: (0.05, 0.09)}.items()
+            for d, g in (("uniform", u), ("zipf", z))]
+    check = {"kind": "compare", "left": {"distribution": "uniform"}, "left_column": "abs_gap",
+             "right": {"distribution": "zipf"}, "op": "<"}
+    v, num = run(tidy(rows), check)
+    assert v == "fail" and num["violations"] == 1 and num["worst_at"]["x"] == 20
+    assert num["left_at_worst"] == pytest.approx(0.08) and num["right_at_worst"] == pytest.approx(-0.17)
+    assert run(tidy(rows), {**check, "right_column": "abs_gap"})[0] == "pass"  # the old, unsigned encoding
+    with pytest.raises(ClaimSpecError, match="right column 'gap'"):
+        run(tidy(rows), {**check, "right_column": "gap"})
+
+
+def _two_figures() -> pd.DataFrame:
+    """fig4 (a utility panel) and fig5 (a loss panel) as concatenated by the claims stage: B above A in utility on
+    fig4; on fig5 B's loss is below A's (B better), its accuracy worse."""
+    rows = []
+    for fig, quantity, a, b in (("fig4", "utility", 0.6, 0.7), ("fig5", "test_loss", 2.3, 2.1),
+                                ("fig5", "utility", 0.5, 0.4)):
+        for panel in ("a", "b"):
+            rows += [{"figure": fig, "panel": f"{fig}/{panel}", "curve": m, "method": m, "quantity": quantity,
+                      "x": 1.0, "y": y} for m, y in (("A", a), ("B", b))]
+    return pd.DataFrame(rows)
+
+
+def test_compare_per_figure_selection_and_op():
+    """per_figure: on fig5's rows the test loss is compared, lower is better; its panels count with fig4's."""
+    check = {"kind": "compare", "select": {"quantity": "utility"}, "left": {"method": "B"}, "right": {"method": "A"},
+             "op": ">", "group_by": ["panel"], "min_group_share": 0.75}
+    v, num = run(_two_figures(), check)  # fig5's accuracy: B worse in both of its panels
+    assert v == "fail" and num["groups_passing"] == 2
+    check = {**check, "per_figure": {"fig5": {"select": {"quantity": "test_loss"}, "op": "<"}}}
+    v, num = run(_two_figures(), check)
+    assert v == "pass" and num["groups_passing"] == 4 and set(num["groups"]) == {"fig4/a", "fig4/b", "fig5/a", "fig5/b"}
+    assert claims.check_reason(check, v, num) == ("B > A (fig5: quantity = test_loss, B < A) in 4 of 4 panels "
+                                                  "(3 needed)")
+    # on the figures without fig5 (a claim's part without stand-ins, say) the override is idle
+    v, num = run(_two_figures().query("figure == 'fig4'"), check)
+    assert v == "pass" and set(num["groups"]) == {"fig4/a", "fig4/b"}
+    # the wrong op on fig5 fails it there: the op is applied
+    v, num = run(_two_figures(), {**check, "per_figure": {"fig5": {"select": {"quantity": "test_loss"}, "op": ">"}}})
+    assert v == "fail" and num["groups"]["fig5/a"]["verdict"] == "fail"
+
+
+def _eps_panels(values: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """Final ε per method in panels d, e, f (kato2024 Fig 5, U = 10000)."""
+    return tidy([{"panel": p, "curve": m, "method": m, "x": 4.0, "y": y} for p, ys in values.items()
+                 for m, y in ys.items()])
+
+
+C_K5C = {"kind": "jointly", "group_by": ["panel"], "min_groups": 1, "checks": [
+    {"kind": "compare", "left": {"method": "g2"}, "right": {"method": "avg"}, "op": "<", "factor": 10.0},
+    {"kind": "compare", "left": {"method": "g2"}, "right": {"method": ["gmax", "gmed"]}, "op": "<="}]}
+
+
+def test_jointly_needs_every_check_in_the_same_group():
+    """kato2024's C-K5c: in ≥ 1 panel, GROUP-2's ε < 10·AVG's AND the smallest GROUP ε, both in the same panel: one
+    condition in panel d and the other in panel e is a fail (two separate checks with min_groups: 1 passed it)."""
+    split = _eps_panels({"d": {"avg": 1.0, "g2": 5.0, "gmax": 3.0, "gmed": 4.0},     # < 10·AVG, not the smallest
+                         "e": {"avg": 0.1, "g2": 2.0, "gmax": 3.0, "gmed": 4.0},     # the smallest, not < 10·AVG
+                         "f": {"avg": 0.1, "g2": 9.0, "gmax": 3.0, "gmed": 4.0}})
+    v, num = run(split, C_K5C)
+    assert v == "fail" and num["groups_passing"] == 0
+    assert [g["verdict"] for g in num["groups"].values()] == ["fail", "fail", "fail"]
+    separately = [{**sub, "match_on": ["panel"], "group_by": ["panel"], "min_groups": 1} for sub in C_K5C["checks"]]
+    assert [run(split, s)[0] for s in separately] == ["pass", "pass"]  # the old encoding
+    reason = claims.check_reason(C_K5C, v, num)
+    assert reason.startswith("both checks hold together in 0 of 3 panels (1 needed); panel d: at x = 4, g2 5.00 vs ")
+    together = _eps_panels({"d": {"avg": 1.0, "g2": 5.0, "gmax": 3.0, "gmed": 4.0},
+                            "e": {"avg": 1.0, "g2": 2.0, "gmax": 3.0, "gmed": 4.0}})
+    v, num = run(together, C_K5C)
+    assert v == "pass" and num["groups"]["e"]["verdict"] == "pass"
+    assert claims.check_reason(C_K5C, v, num).startswith("both checks hold together in 1 of 2 panels (1 needed); "
+                                                         "panel e: ")
+    assert run(together, {k: v for k, v in C_K5C.items() if k != "min_groups"})[0] == "fail"  # default: every group
+    # a condition within its tolerance in the only candidate panel: inconclusive
+    tied = {**C_K5C, "checks": [C_K5C["checks"][0], {**C_K5C["checks"][1], "op": "<", "tol": 0.5}]}
+    near = _eps_panels({"e": {"avg": 1.0, "g2": 3.2, "gmax": 3.0, "gmed": 4.0}})
+    assert run(near, tied)[0] == "inconclusive"
+
+
+def test_reduced_scale_says_why_a_check_does_not_compare_like_for_like():
+    """A check's reduced_scale.why joins the cause of a reduced-scale verdict it decided, when one of its settings is
+    among the reductions; not when another check decided it, nor when those settings are the paper's."""
+    why = "this scale cuts GROUP's local epochs, and so its ε"
+    df = tidy(curves({"A": (X, X), "B": (X, X - 1)}))
+    eps = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<",
+           "reduced_scale": {"why": why, "settings": ["hyper.group.epochs"]}}
+    out = evaluate_claim(df, claim(eps), "real")
+    quick = {"data_source": "real", "scale": "quick", "reductions": {"hyper.group.epochs": [50, 1], "rounds": [50, 5]}}
+    cause, text = claims.cause_of(out, **quick)
+    assert cause == "reduced-scale" and text.endswith(f"a reduced-scale verdict is not the paper-scale result; {why}")
+    assert why not in claims.cause_of(out, **{**quick, "reductions": {"rounds": [50, 5]}})[1]
+    no_settings = evaluate_claim(df, claim({**eps, "reduced_scale": {"why": why}}), "real")
+    assert why in claims.cause_of(no_settings, **{**quick, "reductions": {"rounds": [50, 5]}})[1]
+    passing = {**eps, "op": ">"}
+    other = evaluate_claim(df, claim(passing, {k: v for k, v in eps.items() if k != "reduced_scale"}), "real")
+    assert other["verdict"] == "fail" and why not in claims.cause_of(other, **quick)[1]

@@ -22,6 +22,8 @@ claim's `paper_inconsistent` says why the paper contradicts itself), reduced-sca
 Check kinds (keys in brackets are optional; `CHECK_KEYS` (schema.py) is the exact list of each kind's keys,
 and the configuration schema of a check is generated from it by `check_schema()`):
   compare           left OP factor·right + offset, pointwise on x [match_on: other columns that pair rows;
+                    left_column / right_column: each side's value (default column), e.g. |gap| vs the signed gap;
+                    per_figure: {figure: {select, op}} on that figure's rows (a loss panel: lower is better);
                     op "abs<=" with max_diff: |left − right| ≤ max_diff; at: first|last (only the
                     smallest/largest x); min_points: how many points must satisfy it clearly (beyond tol), per
                     group (group_by, else the match_on columns: per panel) (default all);
@@ -42,12 +44,17 @@ and the configuration schema of a check is generated from it by `check_schema()`
   successive_ratio  y[i+1]/y[i] ≥ min along x
   crossing          x where each curve first reaches the line (identity: y = x); first's crossing must
                     lie at a larger x than second's, when both exist [match_on]
+  jointly           `checks` (any kinds) that must all pass on the rows of one group (group_by), e.g. "in ≥ 1
+                    panel, both conditions"; a group with none failing but some inconclusive is inconclusive
+                    [select, min_groups | min_group_share: how many groups must pass (default all)]
 All kinds accept `select` (rows to use) and `column` (default y), all but near (which takes one x) accept
 `where_x` (gt/ge/lt/le); compare, eventually, order, monotone and bounds also accept `tol` (an absolute
 tolerance: a point within it makes the check inconclusive instead of failed or passed) and `tol_counts`
 (`inconclusive`, the default, for comparisons written without "+ tol"; `for`: a point within the tolerance
 satisfies the claim, for the spec's "≤ X + tol"). Any check may carry
-`inferred` (why a threshold the paper does not give was chosen); it does not change the check.
+`inferred` (why a threshold the paper does not give was chosen) and `reduced_scale: {why, settings}` (why a run
+below paper scale does not compare like with like here: added to the cause of a reduced-scale verdict the check
+decided, when one of `settings` is reduced); neither changes the check.
 
 The package, one concern a module (each imports only the ones listed before it, by absolute imports:
 dpfl.codedeps and tests/test_architecture.py read those):

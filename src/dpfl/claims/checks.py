@@ -4,6 +4,8 @@ numbers is in dpfl.claims.reasons."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -37,18 +39,42 @@ def _count_groups(c) -> list[str]:
     return list(c.get("match_on", [])) if "min_points" in c else []
 
 
+def _figure_parts(df, c) -> list[tuple[pd.DataFrame, dict, str]]:
+    """(rows, shared selection, op) of a compare check: the whole table with the check's `select` and `op`, or with
+    `per_figure` ({figure: {select, op}}), the rows of each named figure with its selection merged into `select` and
+    its op (e.g. a loss panel, lower is better), and the other figures' rows with the check's own."""
+    base, op = c.get("select", {}), c["op"]
+    over = c.get("per_figure") or {}
+    if not over:
+        return [(df, base, op)]
+    if "figure" not in df:
+        raise ClaimSpecError("per_figure needs the table's figure column")
+    figure = df["figure"].astype(str)
+    parts = [(df[~figure.isin(list(over))], base, op)]
+    parts += [(df[figure == f], {**base, **o.get("select", {})}, o.get("op", op)) for f, o in over.items()]
+    return [p for p in parts if not p[0].empty] or [(df, base, op)]
+
+
 def _check_compare(df, c):
     """left OP factor·right + offset at every paired point, or (min_points) clearly at ≥ N points of each group
-    (_count_groups): fewer clear points, but enough with those within the tolerance, is inconclusive."""
+    (_count_groups): fewer clear points, but enough with those within the tolerance, is inconclusive.
+    `left_column` / `right_column` compare different columns of the two sides (e.g. |gap| against the signed gap);
+    `per_figure` changes the selection and op on some figures' rows (_figure_parts)."""
     col = c.get("column", "y")
     groups = _count_groups(c)
     keys = ["x"] + sorted(set(c.get("match_on", [])) | set(groups))
-    pair, (left_curve, right_curve) = _pairs(df, c, keys, se=c.get("tol_se", False))
+    columns = (c.get("left_column", col), c.get("right_column", col))
     factor = c.get("factor", 1.0)
-    tol = _tolerance(pair, c)
-    lhs = pair[f"{col}_left"].to_numpy(float)
-    rhs = factor * pair[f"{col}_right"].to_numpy(float) + c.get("offset", 0.0)
-    margin, ok, near = _status(lhs, rhs, c["op"], tol, c.get("max_diff"))
+    pieces = []
+    for rows, base, op in _figure_parts(df, c):
+        pair, curves = _pairs(rows, c, keys, se=c.get("tol_se", False), columns=columns, base=base)
+        tol = _tolerance(pair, c)
+        lhs = pair[f"{col}_left"].to_numpy(float)
+        rhs = factor * pair[f"{col}_right"].to_numpy(float) + c.get("offset", 0.0)
+        pieces.append((pair, curves, tol, lhs, rhs, *_status(lhs, rhs, op, tol, c.get("max_diff"))))
+    pair = pd.concat([p[0] for p in pieces], ignore_index=True)
+    left_curve, right_curve = pieces[0][1]
+    tol, lhs, rhs, margin, ok, near = (np.concatenate([p[i] for p in pieces]) for i in range(2, 8))
     within = near.copy()
     ok, near = _settle(ok, near, c)
     verdict, numbers = _reduce_groups(pair, groups, ok, near, c)
@@ -358,6 +384,29 @@ def _check_crossing(df, c):
     return max(verdicts, key=SEVERITY.get), {"crossings": out, **labels}
 
 
+def _check_jointly(df, c):
+    """Checks that must hold together in the same group (e.g. "in ≥ 1 panel, both A and B"): a group (group_by)
+    passes when every one of `checks` passes on its rows, is inconclusive when none fails but some is inconclusive,
+    else fails; `min_groups` / `min_group_share` groups must pass (default all). Separate checks would let each
+    condition hold in a different panel."""
+    d = select(df, c.get("select"))
+    _need_rows(d, "select", c, c.get("select"))
+    groups = c["group_by"]
+    per = {}
+    for name, g in d.groupby(groups, sort=True):
+        results = [dict(zip(("verdict", "numbers"), CHECKS[sub["kind"]](g, sub))) for sub in c["checks"]]
+        per[_group_key(name)] = {"verdict": max((r["verdict"] for r in results), key=SEVERITY.get),
+                                 "label": _group_label(g, groups, d), "checks": results}
+    verdicts = [g["verdict"] for g in per.values()]
+    if "min_group_share" in c or "min_groups" in c:
+        need = c.get("min_groups", 0) or math.ceil(c.get("min_group_share", 1.0) * len(verdicts) - 1e-9)
+    else:
+        need = len(verdicts)
+    n_pass, n_maybe = verdicts.count("pass"), verdicts.count("inconclusive")
+    verdict = "pass" if n_pass >= need else ("inconclusive" if n_pass + n_maybe >= need else "fail")
+    return verdict, {"groups": per, "groups_needed": need, "groups_passing": n_pass}
+
+
 CHECKS = {
     "compare": _check_compare,
     "order": _check_order,
@@ -370,4 +419,5 @@ CHECKS = {
     "eventually": _check_eventually,
     "mean_relative_gap": _check_mean_relative_gap,
     "slope": _check_slope,
+    "jointly": _check_jointly,
 }

@@ -107,6 +107,10 @@ def _within_note(g: dict) -> str:
 def _reason_compare(c, verdict, n, x_name):
     left, right, rel = _relation(c, n)
     where = {"first": f" at the smallest {x_name}", "last": f" at the largest {x_name}"}.get(c.get("at"), "")
+    for fig, o in (c.get("per_figure") or {}).items():  # another selection / op on some figures' rows
+        what = ", ".join(filter(None, [_selector_text(o.get("select")), f"{left} {OP_TEXT[o['op']]} {right}"
+                                       if "op" in o else ""]))
+        where += f" ({fig}: {what})"
     groups = n["groups"]
     gb = n.get("group_by", c.get("group_by", []))  # min_points without group_by: per match_on group
     if gb:
@@ -326,6 +330,26 @@ def _reason_slope(c, verdict, n, x_name):
     return "; ".join(parts) + (f" (required {bounds})" if verdict == "pass" else "")
 
 
+def _reason_jointly(c, verdict, n, x_name):
+    groups = n["groups"]
+    unit = _groups_word(c)
+    k = len(c["checks"])
+    every = "both checks" if k == 2 else f"all {k} checks"
+    shared = "min_group_share" in c or "min_groups" in c
+    head = f"{every} hold together in {n['groups_passing']} of {len(groups)} {unit}" + (
+        f" ({n['groups_needed']} needed)" if shared else "")
+
+    def detail(g, only=None):
+        return " and ".join(check_reason(sub, r["verdict"], r["numbers"], x_name)
+                            for sub, r in zip(c["checks"], g["checks"]) if only is None or r["verdict"] == only)
+
+    if verdict == "pass":
+        g = next(g for g in groups.values() if g["verdict"] == "pass")
+        return f"{head}; {g['label']}: {detail(g)}"
+    shown = [g for g in groups.values() if g["verdict"] != "pass"]
+    return head + "; " + "; ".join(f"{g['label']}: {detail(g, g['verdict'])}" for g in shown)
+
+
 REASONS = {
     "compare": _reason_compare,
     "order": _reason_order,
@@ -338,6 +362,7 @@ REASONS = {
     "eventually": _reason_eventually,
     "mean_relative_gap": _reason_mean_relative_gap,
     "slope": _reason_slope,
+    "jointly": _reason_jointly,
 }
 
 

@@ -29,8 +29,8 @@ _GROUP_SHARE = ("group_by", "min_points", "min_group_share", "min_groups")  # _r
 # "abs<=", which needs max_diff (and max_diff needs it); min_group_share / min_groups need group_by.
 CHECK_KEYS: dict[str, CheckKeys] = {
     "compare": CheckKeys(("left", "right", "op"),
-                         (*_ROWS, "match_on", "at", "factor", "offset", "max_diff", "tol", "tol_se", "tol_counts",
-                          *_GROUP_SHARE)),
+                         (*_ROWS, "left_column", "right_column", "per_figure", "match_on", "at", "factor", "offset",
+                          "max_diff", "tol", "tol_se", "tol_counts", *_GROUP_SHARE)),
     "order": CheckKeys(("by", "values", "op"), (*_ROWS, "tol", "tol_counts", "group_by")),
     "monotone": CheckKeys(("direction",), (*_ROWS, "strict", "tol", "tol_counts", "group_by")),
     "bounds": CheckKeys((), (*_ROWS, "lower", "upper", "lower_strict", "upper_strict", "tol", "tol_counts",
@@ -46,8 +46,9 @@ CHECK_KEYS: dict[str, CheckKeys] = {
                              "group_by")),
     "mean_relative_gap": CheckKeys(("left", "right", "min"), (*_ROWS, "match_on", "at")),
     "slope": CheckKeys((), (*_ROWS, "min", "max", "group_by"), at_least_one=("min", "max")),
+    "jointly": CheckKeys(("group_by", "checks"), ("select", "min_groups", "min_group_share")),
 }
-CHECK_META_KEYS = ("inferred",)  # any kind: information for the reader, not read by the check
+CHECK_META_KEYS = ("inferred", "reduced_scale")  # any kind: information for the reader, not read by the check
 
 _SELECTOR = {"$ref": "#/$defs/selector"}
 # The JSON schema of each key (the same for every kind that accepts it; op: see _kind_schema).
@@ -61,6 +62,12 @@ KEY_SCHEMAS: dict[str, dict] = {
     "denominator": _SELECTOR,
     "where_x": {"$ref": "#/$defs/where_x"},
     "column": {"type": "string", "description": "the value compared (default y)"},
+    "left_column": {"type": "string", "description": "compare: the left side's value (default `column`)"},
+    "right_column": {"type": "string", "description": "compare: the right side's value (default `column`)"},
+    "per_figure": {"type": "object", "description": "compare: on the rows of these figures, this selection (merged "
+                                                    "into `select`) and op, e.g. a loss panel where lower is better",
+                   "additionalProperties": {"type": "object", "additionalProperties": False, "minProperties": 1,
+                                            "properties": {"select": _SELECTOR, "op": {"enum": list(OPS)}}}},
     "by": {"type": "string", "description": "order: the column whose values are ordered"},
     "values": {"type": "array", "description": "order: the values of `by`, in the claimed order"},
     "group_by": {"type": "array", "items": {"type": "string"}},
@@ -99,6 +106,15 @@ KEY_SCHEMAS: dict[str, dict] = {
     "interpolate": {"enum": ["none", "linear", "loglog"]},
     "line": {"enum": ["identity"], "description": "crossing: the curve crossed, 'identity' for y = x"},
     "inferred": {"type": "string", "description": "why a threshold not given by the paper was chosen"},
+    "reduced_scale": {
+        "type": "object", "additionalProperties": False, "required": ["why"],
+        "description": "why a run below paper scale does not compare like with like here (e.g. it cuts one method "
+                       "family's local epochs and so its ε): added to the cause of a reduced-scale verdict that this "
+                       "check decided, when one of `settings` (prefixes of the reduced keys; default any) is reduced",
+        "properties": {"why": {"type": "string", "minLength": 1},
+                       "settings": {"type": "array", "items": {"type": "string"}, "minItems": 1}}},
+    "checks": {"type": "array", "minItems": 1, "items": {"$ref": "#"},
+               "description": "jointly: the checks that must all pass on the rows of one group"},
 }
 
 SELECTOR_SCHEMA = {

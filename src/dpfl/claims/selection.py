@@ -184,17 +184,25 @@ def _pointwise(lhs: np.ndarray, rhs: np.ndarray, op: str, tol: float) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-def _pairs(df, c, keys, se: bool = False):
+def _pairs(df, c, keys, se: bool = False, columns: tuple[str, str] | None = None, base: dict | None = None):
     """Rows of the left and right selections paired on x and `match_on` (columns *_left, *_right; with
-    `se`, also se_left and se_right), and the curve labels of the two selections."""
+    `se`, also se_left and se_right), and the curve labels of the two selections. `columns`: the table columns
+    compared on each side (default both `column`), named `column` in the pair; `base`: the selection both sides
+    share (default the check's `select`)."""
     col = c.get("column", "y")
-    cols = keys + [col] + (["se"] if se else [])
-    lsel, rsel = {**c.get("select", {}), **c["left"]}, {**c.get("select", {}), **c["right"]}
+    extra = ["se"] if se else []
+    lcol, rcol = columns or (col, col)
+    base = c.get("select", {}) if base is None else base
+    lsel, rsel = {**base, **c["left"]}, {**base, **c["right"]}
     left = select(df, lsel, c.get("where_x"))
     right = select(df, rsel, c.get("where_x"))
     _need_rows(left, "left", c, lsel)
     _need_rows(right, "right", c, rsel)
-    pair = left[cols].merge(right[cols], on=keys, suffixes=("_left", "_right"))
+    for side, column in (("left", lcol), ("right", rcol)):
+        if column not in df:
+            raise ClaimSpecError(f"{side} column {column!r} is not in the table (columns: {', '.join(df.columns)})")
+    pair = left[keys + [lcol] + extra].rename(columns={lcol: col}).merge(
+        right[keys + [rcol] + extra].rename(columns={rcol: col}), on=keys, suffixes=("_left", "_right"))
     if pair.empty:
         raise NoRowsError(f"left and right share no {keys} values (check {c})", {"left": lsel, "right": rsel},
                           c.get("where_x"), unpaired=keys)

@@ -118,8 +118,9 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
     passes the claim: `other_verdict`; `difference` names it, e.g. the claim's note), `paper-inconsistent` (the claim
     carries `paper_inconsistent`: the paper's own statements contradict each other here, so no run, at any scale,
     reproduces them all; before reduced-scale, which would wrongly suggest that the paper scale could),
-    `reduced-scale` (this run's settings differ from the paper's: `reductions`), else `not-reproduced` (a genuine
-    finding at paper scale on real data)."""
+    `reduced-scale` (this run's settings differ from the paper's: `reductions`; the text adds the `reduced_scale.why`
+    of the checks that decided it, e.g. a scale that cuts one method family's epochs and so its ε), else
+    `not-reproduced` (a genuine finding at paper scale on real data)."""
     verdict = result["verdict"]
     if verdict == "pass":
         return None, ""
@@ -138,9 +139,26 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
         return "paper-inconsistent", (f"the paper contradicts itself here: {result['paper_inconsistent']}"
                                       + (f" ({_reductions_text(scale, reductions)})" if reductions else ""))
     if reductions:
+        why = "".join(f"; {w}" for w in _scale_whys(result, reductions))
         return "reduced-scale", (f"{_reductions_text(scale, reductions)}; a reduced-scale verdict is not the "
-                                 f"paper-scale result")
+                                 f"paper-scale result{why}")
     return "not-reproduced", CAUSES["not-reproduced"] + (f" (scale '{scale}')" if scale else "")
+
+
+def _scale_whys(result: dict, reductions: dict) -> list[str]:
+    """The `reduced_scale.why` of the checks that decided the verdict (verdict equal to the claim's on the data), each
+    when one of its `settings` (prefixes of reduced keys; none given: any) is among this run's reductions."""
+    verdict = result.get("verdict_on_data", result["verdict"])
+    out = []
+    for r in result.get("checks", []):
+        meta = r["check"].get("reduced_scale")
+        if not meta or r["verdict"] != verdict:
+            continue
+        settings = meta.get("settings")
+        reduced = settings is None or any(k == s or k.startswith(s + ".") for s in settings for k in reductions)
+        if reduced and meta["why"] not in out:
+            out.append(meta["why"])
+    return out
 
 
 def summarize_check(check: dict) -> str:
