@@ -53,12 +53,13 @@ class _SourceFailed(Exception):
 
 
 def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "auto", mirror: str | None = None,
-            log: Log = _default_log, source_key: str | None = None) -> dict:
+            log: Log = _default_log, source_key: str | None = None, standin_inputs: dict | None = None) -> dict:
     """Fill raw_dir with the dataset's verified files, write raw_dir/SOURCE.json and return its content.
 
     `entry` is the dataset's validated entry of config/datasets.yaml; `mirror` the resolved mirror folder or None;
     `source_key` the download job's key (dpfl.data.record.source_key), kept in SOURCE.json (default: what this call
-    tries). SOURCE.json's `fallback_reasons` lists why the sources before the one used failed (empty when the first
+    tries); `standin_inputs` {dataset: prepared .npz} the stand-in generator may read (dpfl.data.standins.INPUTS).
+    SOURCE.json's `fallback_reasons` lists why the sources before the one used failed (empty when the first
     choice worked). Raises DataError (naming the dataset, each source tried and why it failed) when nothing allowed
     worked."""
     if data_source not in ("auto", "real", "standin"):
@@ -87,7 +88,8 @@ def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "
                 raise DataError(_failure(dataset,
                                          "no real source worked and this dataset has no stand-in generator yet",
                                          attempts, mirror, entry))
-            record = _staged(raw_dir, lambda staging: _generate_standin(dataset, entry, staging, log))
+            record = _staged(raw_dir, lambda staging: _generate_standin(dataset, entry, staging, log,
+                                                                        standin_inputs or {}))
         record = {"dataset": dataset, "source": record["source"], "standin": record["standin"],
                   "location": record["location"], "data_source": data_source, "source_key": source_key,
                   "retrieved_at": _now(), "files": record["files"], "archives": record["archives"],
@@ -270,17 +272,24 @@ def kaggle_credentials() -> str | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _generate_standin(dataset, entry, staging: Path, log) -> dict:
+def _generate_standin(dataset, entry, staging: Path, log, inputs: dict) -> dict:
+    """Run the generator; its returned dict (what it made its data from, and why) joins the record's `generator`."""
+    from dpfl.data.standins import standin_inputs
+
     module = importlib.import_module(f"dpfl.data.standins.{entry['standin']}")
     seed = standin_seed(dataset)
-    log(f"{dataset}: generating the synthetic stand-in ({module.__name__}, seed entropy {seed.entropy})")
+    reads = {name: inputs.get(name) for name in standin_inputs(entry["standin"])}
+    log(f"{dataset}: generating the synthetic stand-in ({module.__name__}, seed entropy {seed.entropy}"
+        + "".join(f", {name} from {path or '(not given)'}" for name, path in reads.items()) + ")")
     start = time.perf_counter()
-    module.generate(staging, seed)
-    log(f"{dataset}: stand-in generated in {time.perf_counter() - start:.1f} s")
+    made = module.generate(staging, seed, **reads)
+    log(f"{dataset}: stand-in generated in {time.perf_counter() - start:.1f} s"
+        + "".join(f"; {v}" for k, v in (made if isinstance(made, dict) else {}).items() if k.endswith("_why")))
     files = [{"name": p.name, "sha256": sha256_file(p), "bytes": p.stat().st_size, "verified": "generated"}
              for p in sorted(staging.iterdir()) if p.is_file()]
     generator = {"module": module.__name__, "version": module.VERSION, "seed_entropy": seed.entropy,
-                 "seed_from": f"SeedSequence(first 16 bytes of sha256('dpfl-standin/{dataset}'))"}
+                 "seed_from": f"SeedSequence(first 16 bytes of sha256('dpfl-standin/{dataset}'))",
+                 **(made if isinstance(made, dict) else {})}
     return {"source": "standin", "location": module.__name__, "standin": True, "generator": generator,
             "files": files, "archives": []}
 

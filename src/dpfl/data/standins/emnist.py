@@ -7,10 +7,17 @@ files.
 Writers (n_writers, default 1000, at most 3383 as the real data): n_train ~ U{60..140}, n_test = ⌈n_train/8⌉, a
 label mix ~ Dirichlet(5·1) over the 10 digits, from which the train and the test labels are drawn independently.
 
-Source images: the offline MNIST is not reachable from a generator, so every image is one fresh rendering of the
-digit stroke templates of the MNIST stand-in (dpfl.data.standins.mnist: its prototypes, 4 stroke variants per digit,
-and its renderer: per-image affine jitter, a blend with another digit of weight up to 0.45, pen intensity and pixel
-noise), drawn for all writers in one pass.
+Source images (spec §1.3), chosen by `mnist`, the pipeline's prepared MNIST (data/prepared/mnist.npz, declared in
+dpfl.data.standins.INPUTS so that the download job takes it as an input):
+- real MNIST (its meta says it is not a stand-in): a writer's train images are MNIST train images of its labels, its
+  test images MNIST test images, drawn without replacement within the writer (reuse across writers is allowed; each
+  writer's style keeps the copies distinct). Preferred: real digits, so the task is about as hard as real EMNIST;
+- no MNIST input, or MNIST itself a stand-in: one fresh rendering per image of the digit stroke templates of the
+  MNIST stand-in (dpfl.data.standins.mnist: its prototypes, 4 stroke variants per digit, and its renderer: per-image
+  affine jitter, a blend with another digit of weight up to 0.45, pen intensity and pixel noise), drawn for all
+  writers in one pass: far harder than real EMNIST (below). The same bytes as VERSION 1.
+Both paths draw the same writers, sizes, label mixes, labels and styles; `generate` returns which source it used and
+why, for SOURCE.json's `generator`.
 
 A fixed style per writer, applied to all its images (train and test):
 - affine warp about the image centre: rotation U(−15°, 15°), shear U(−0.3, 0.3), scale U(0.85, 1.15), shift
@@ -26,9 +33,9 @@ every dataset (HDF5 then stores no time stamp; the groups, old-style, store none
 (level 4; transparent to readers) to keep the files small. 1000 writers (~100k train, ~13k test images): about
 13 s on one core, ~95 MB.
 
-The classes overlap (blends, warps, styles): a pooled 10-class linear least-squares fit on 400 writers reaches about
-0.49 test accuracy (the MNIST stand-in renderer alone about 0.71); a writer's train and test images share its
-style.
+With the templates the classes overlap (blends, warps, styles): a pooled 10-class linear least-squares fit on 400
+writers reaches about 0.49 test accuracy (the MNIST stand-in renderer alone about 0.71); a writer's train and test
+images share its style.
 """
 
 from __future__ import annotations
@@ -39,9 +46,14 @@ import h5py
 import numpy as np
 from scipy import ndimage
 
+from dpfl.data.common import DataError, load_prepared
 from dpfl.data.standins import mnist as mnist_standin
 
-VERSION = 1
+VERSION = 2  # 2: the offline MNIST as source images when given (the template path writes VERSION 1's bytes)
+#: why this data set is a stand-in, for the provenance record
+STANDS_IN_FOR = ("federated EMNIST digits (TFF fed_emnist_digitsonly, 3383 real writers) could not be obtained: "
+                 "pseudo-writers with their own label mix and style (affine warp, stroke width, gamma) stand in for "
+                 "the real writers' handwriting (bietti2022 spec §1.3)")
 FILES = {"train": "fed_emnist_digitsonly_train.h5", "test": "fed_emnist_digitsonly_test.h5"}
 SIDE = 28
 MAX_WRITERS = 3383  # writers of the real digits-only data
@@ -54,10 +66,13 @@ GAMMA = (0.7, 1.4)
 COMPRESSION = {"compression": "gzip", "compression_opts": 4}
 
 
-def generate(out_dir: Path, seed: np.random.SeedSequence, n_writers: int = 1000) -> None:
+def generate(out_dir: Path, seed: np.random.SeedSequence, n_writers: int = 1000, mnist: str | Path | None = None
+             ) -> dict:
+    """Write the two files; return the provenance of the source images (`images`: mnist | templates, and why)."""
     if not 1 <= n_writers <= MAX_WRITERS:
         raise ValueError(f"emnist stand-in: n_writers must be in 1..{MAX_WRITERS}, not {n_writers}")
     out_dir = Path(out_dir)
+    digits, provenance = image_source(mnist)
     rng = np.random.default_rng(seed)
     protos = mnist_standin._prototypes(rng)
 
@@ -69,13 +84,16 @@ def generate(out_dir: Path, seed: np.random.SeedSequence, n_writers: int = 1000)
     mix = rng.dirichlet(np.full(10, LABEL_ALPHA), n_writers)
     styles = _styles(rng, n_writers)
 
-    # labels (train then test, writer by writer) and one fresh rendering of each
+    # labels (train then test, writer by writer) and an image of each: MNIST's, or one fresh rendering
     labels = []
     for k in range(n_writers):
         labels.append(rng.choice(10, n_train[k], p=mix[k]))
         labels.append(rng.choice(10, n_test[k], p=mix[k]))
     labels = np.concatenate(labels).astype(np.uint8)
-    images = mnist_standin._render(rng, protos, labels)  # uint8 ink, 0 = background
+    if digits is None:
+        images = mnist_standin._render(rng, protos, labels)  # uint8 ink, 0 = background
+    else:
+        images = mnist_images(rng, digits, labels, n_train, n_test)  # MNIST's convention too
 
     bounds = np.concatenate([[0], np.cumsum(np.stack([n_train, n_test], 1).ravel())])
     with h5py.File(out_dir / FILES["train"], "w") as train_h5, h5py.File(out_dir / FILES["test"], "w") as test_h5:
@@ -88,6 +106,51 @@ def generate(out_dir: Path, seed: np.random.SeedSequence, n_writers: int = 1000)
                 group.create_dataset("pixels", data=pixels[rows], track_times=False, **COMPRESSION)
                 group.create_dataset("label", data=labels[lo:hi][rows].astype(np.int32), track_times=False,
                                      **COMPRESSION)
+    return provenance
+
+
+def image_source(mnist: str | Path | None) -> tuple[dict | None, dict]:
+    """The MNIST arrays to draw from (None: the templates) and the provenance that says which source and why."""
+    out = {"stands_in_for": STANDS_IN_FOR}
+    if mnist is None:
+        return None, {**out, "images": "templates",
+                      "images_why": "no MNIST input was given: digit stroke templates (spec §1.3's fallback)"}
+    arrays, meta = load_prepared(mnist)
+    used = {"path": str(mnist), "source": meta.get("source"), "standin": meta.get("standin"),
+            "location": meta.get("location"), "files": [{k: f[k] for k in ("name", "sha256")} for f in meta["files"]]}
+    if meta.get("standin") is not False:
+        return None, {**out, "images": "templates", "mnist": used,
+                      "images_why": "the prepared MNIST is itself a stand-in (the same stroke templates): digit "
+                                    "stroke templates (spec §1.3's fallback)"}
+    for key in ("x_train", "y_train", "x_test", "y_test"):
+        if key not in arrays:
+            raise DataError(f"emnist stand-in: the prepared MNIST {mnist} has no array {key!r}")
+    return arrays, {**out, "images": "mnist", "mnist": used,
+                    "images_why": f"real MNIST digits (prepared from {meta.get('source')} {meta.get('location')}), "
+                                  "warped per writer: spec §1.3's preferred source"}
+
+
+def mnist_images(rng, digits: dict, labels: np.ndarray, n_train: np.ndarray, n_test: np.ndarray) -> np.ndarray:
+    """MNIST images (uint8 ink, 0 = background) for the labels laid out writer by writer (its train labels, then its
+    test labels): a writer's train images from MNIST's train split and its test images from the test split, distinct
+    within the writer and split (drawn without replacement per digit), in label order."""
+    pools = {split: [np.flatnonzero(np.asarray(digits[f"y_{split}"]) == c) for c in range(10)]
+             for split in ("train", "test")}
+    source = {split: np.asarray(digits[f"x_{split}"]) for split in ("train", "test")}
+    out = np.empty((len(labels), SIDE, SIDE), np.uint8)
+    at = 0
+    for k in range(len(n_train)):
+        for split, n in (("train", int(n_train[k])), ("test", int(n_test[k]))):
+            want = labels[at:at + n]
+            for c in np.unique(want):
+                where = np.flatnonzero(want == c)
+                pool = pools[split][c]
+                if len(pool) < len(where):
+                    raise DataError(f"emnist stand-in: MNIST's {split} split has {len(pool)} images of digit {c}; "
+                                    f"writer {k} needs {len(where)} distinct ones")
+                out[at + where] = source[split][pool[rng.choice(len(pool), len(where), replace=False)]]
+            at += n
+    return out
 
 
 def _styles(rng, n: int) -> list[dict]:
