@@ -4,6 +4,7 @@
 import importlib.util
 
 from dpfl.data import record as data_record
+from dpfl.data.standins import standin_inputs
 
 
 wildcard_constraints:
@@ -54,6 +55,17 @@ def _download_code(wildcards):
     return sorted(files)
 
 
+def _standin_inputs(wildcards):
+    """The prepared datasets this dataset's stand-in generator reads (dpfl.data.standins.INPUTS), as inputs of its
+    download wherever the stand-in may be used (not with data_source real): EMNIST's draws its digits from
+    data/prepared/mnist.npz (real MNIST when the mirror or the URLs serve it, else the MNIST stand-in, and then the
+    EMNIST stand-in uses its templates)."""
+    if CFG.data_source(wildcards.dataset) == "real":
+        return {}
+    reads = standin_inputs(CFG.datasets[wildcards.dataset]["standin"])
+    return {f"standin_{name}": prepared_npz(name) for name in reads}
+
+
 def _prepare_code(wildcards):
     """The prepare stage's modules, plus this dataset's loader (imported by name at run time)."""
     loader = f"dpfl.data.loaders.{wildcards.dataset}"
@@ -66,6 +78,7 @@ def _prepare_code(wildcards):
 rule download:
     """A dataset's raw files in data/raw/<dataset>/, from the mirror, the official URLs, Kaggle or the stand-in."""
     input:
+        unpack(_standin_inputs),
         code=_download_code,
     output:
         source=paths.raw_source("{dataset}"),

@@ -1,5 +1,8 @@
 # Snakemake script: a dataset's raw files and SOURCE.json (see dpfl.stages.download.run_download).
 from dpfl.stages.download import run_download
 
+# the prepared datasets the stand-in generator reads (inputs standin_<dataset>; dpfl.data.standins.INPUTS)
+standin_inputs = {name.removeprefix("standin_"): path for name, path in snakemake.input.items()
+                  if name.startswith("standin_")}
 run_download(snakemake.wildcards.dataset, {**snakemake.params.identity, "mirror": snakemake.params.mirror},
-             snakemake.output.source, snakemake.log[0])
+             snakemake.output.source, snakemake.log[0], standin_inputs)

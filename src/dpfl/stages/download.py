@@ -11,9 +11,11 @@ from dpfl.data.sources import acquire
 from dpfl.io import get_logger
 
 
-def run_download(dataset: str, job: dict, source_json: str, log_path: str | None) -> dict:
+def run_download(dataset: str, job: dict, source_json: str, log_path: str | None,
+                 standin_inputs: dict | None = None) -> dict:
     """`job` = the rule's identity params {entry (catalog entry), data_source (effective), source_key} plus the mirror
-    in effect now (resolved path or None; not part of the identity). A fallback from the first choice is a WARNING
+    in effect now (resolved path or None; not part of the identity); `standin_inputs` {dataset: prepared .npz} the
+    stand-in generator reads (the rule's standin_<dataset> inputs). A fallback from the first choice is a WARNING
     (console and job log) with one line per reason, also kept in SOURCE.json (`fallback_reasons`). A failure is
     logged as one readable message and ends the job (exit status 1) without a traceback."""
     log = get_logger(log_path, f"data/{dataset}:download")
@@ -21,7 +23,8 @@ def run_download(dataset: str, job: dict, source_json: str, log_path: str | None
     key = job.get("source_key") or request_key(job["entry"], job["data_source"], mirror)
     log.info("data_source %s, mirror %s, source key %s", job["data_source"], mirror or "(none)", key)
     try:
-        record = acquire(dataset, job["entry"], Path(source_json).parent, job["data_source"], mirror, log.info, key)
+        record = acquire(dataset, job["entry"], Path(source_json).parent, job["data_source"], mirror, log.info, key,
+                         standin_inputs)
     except DataError as exc:
         log.error("%s", exc)
         raise SystemExit(1) from None
