@@ -48,15 +48,22 @@ def table(figure: str, a: list[float], b: list[float]) -> pd.DataFrame:
 
 
 def write_figure(root: Path, figure: str, mode: str, df: pd.DataFrame, claims: list, *, data_source="real",
-                 scale="quick", params=None, paper_params=None, other=(), log=None) -> dict:
-    """The files the figure stages write, then the claims stage on them (real reasons and causes)."""
+                 scale="quick", params=None, paper_params=None, other=(), log=None, datasets=None,
+                 cells=None) -> dict:
+    """The files the figure stages write, then the claims stage on them (real reasons and causes). `cells`: {cell:
+    seconds} of the timing sidecars the cell stage writes beside its tables."""
     d = root / paths.figure_dir(PAPER, figure, mode)
     d.mkdir(parents=True, exist_ok=True)
+    for cell, seconds in (cells or {}).items():
+        table = d / "cells" / f"{cell}.parquet"
+        table.parent.mkdir(exist_ok=True)
+        Path(paths.cell_timing(str(table))).write_text(json.dumps({"cell_seconds": seconds, "rounds": 5}))
     df.to_csv(d / f"{figure}.csv", index=False)
     params = params or {"trials": 3}
     reductions = scale_reductions(paper_params or params, params)  # as the workflow decides it for the table stage
     sidecar = {"paper": PAPER, "figure": figure, "mode": mode, "scale": scale, "kind": "experiment",
-               "data_source": data_source, "datasets": [{"name": "demo", "source": "mirror"}], "params": params,
+               "data_source": data_source, "params": params,
+               "datasets": datasets or [{"name": "demo", "source": "mirror", "standin": data_source == "standin"}],
                "reductions": reductions, "reduced_scale": bool(reductions),
                "config_hash": "abc123", "versions": {"python": "3.11"}, "compute_seconds": 1.5,
                "device": {"platform": "test", "cpu_count": 1, "accelerator": "none"},
@@ -79,7 +86,7 @@ def built(tmp_path_factory) -> Path:
     difference), fig2 at reduced scale (C-D1 inconclusive), a claim over both figures, and the report."""
     root = tmp_path_factory.mktemp("report")
     fig1_ac = write_figure(root, "fig1", "authors-code", table("fig1", [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]),
-                           CLAIMS)
+                           CLAIMS, cells={"a-x": 1200.0, "a-y": 599.25})
     ac_claims = str(root / paths.figure_dir(PAPER, "fig1", "authors-code") / "claims.json")
     fig1 = write_figure(root, "fig1", "none", table("fig1", [0.9, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]), CLAIMS,
                         other=[ac_claims])
@@ -203,7 +210,7 @@ def test_both_modes_side_by_side_with_their_causes(built):
     assert "paper's algorithm (compat: none)" in text and "authors' code (compat: authors-code)" in text
     fig2_rows = p.rows[2:4]
     assert all(len(r["cells"]) == 1 for r in fig2_rows) and fig2_rows[0]["cells"][0]["cause"] == "reduced-scale"
-    assert 'id="scale-note"' in text and "trials 3 (paper 20)" in text and "not the paper-scale result" in text
+    assert 'id="scale-note"' in text and "trials 3 (paper 20)" in text and "not the paper-scale results" in text
     assert f'id="{PAPER}-claims-C-D4"' in text
 
 
@@ -389,6 +396,8 @@ window.addEventListener('load', () => {
       const p = td.querySelector('p.reason');
       return p ? [p.innerText.trim(), p.offsetHeight > 0] : ['', false];
     })),
+    scale: [document.getElementById('scale-note').offsetHeight,
+            document.querySelector('#scale-note table').checkVisibility()],
   });
   document.body.appendChild(out);
 });
@@ -403,7 +412,8 @@ def _browser() -> str | None:
 @pytest.mark.skipif(_browser() is None, reason="no headless browser (chromium / google-chrome) installed")
 @pytest.mark.parametrize("name", ["index.html", "report-standalone.html"])
 def test_report_in_a_headless_browser(built, tmp_path, name):
-    """A real browser loads every figure image and shows a reason in every claim row (not collapsed)."""
+    """A real browser loads every figure image and shows a reason in every claim row (not collapsed); the scale
+    banner is a few lines, its table collapsed."""
     page = built / "results/report" / name
     probe = page.with_name(f"probe-{name}")  # beside the report: the relative image paths resolve the same
     probe.write_text(page.read_text().replace("</body>", CHECK_SCRIPT + "</body>"))
@@ -418,6 +428,8 @@ def test_report_in_a_headless_browser(built, tmp_path, name):
     result = json.loads(html.unescape(found.group(1)))
     assert len(result["images"]) == 3 and all(result["images"]), result["images"]
     assert len(result["reasons"]) == 5
+    banner, table_shown = result["scale"]
+    assert 0 < banner < 150 and table_shown is False, result["scale"]  # a sentence; its table collapsed
     for cells in result["reasons"]:
         for reason, visible in cells:
             assert reason and visible, cells
@@ -494,3 +506,67 @@ def test_no_part_without_stand_ins_when_all_or_none_are_stand_ins(tmp_path, sour
     assert "without_standin" not in c
     assert c["verdict"] == ("fail" if sources[0] == "real" else "stand-in")
     assert "without the stand-in" not in (tmp_path / paths.REPORT_HTML).read_text()
+
+
+# --------------------------------------------------------------------------------------------------
+# issue 24 item 6: the scale banner, the cells' compute time, why a dataset is a stand-in
+# --------------------------------------------------------------------------------------------------
+
+
+def test_the_scale_banner_is_one_sentence_and_a_collapsed_table(tmp_path):
+    """A smoke-like reduction (lists of dicts) is one sentence above a table inside <details>, values written
+    for reading (no Python dict or list reprs)."""
+    panels = [{"id": "a", "users": 100}, {"id": "b", "users": 1000}]
+    figs = [write_figure(tmp_path, f, "none", table(f, [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]), [],
+                         params={"trials": 3, "panels": panels[:1], "eps": [0.5, 1.0]},
+                         paper_params={"trials": 20, "panels": panels, "eps": [0.5, 1.0]}) for f in ("fig1", "fig2")]
+    figs.append(write_figure(tmp_path, "fig3", "none", table("fig3", [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]), []))
+    build_report(figs, {"scale": "smoke"}, str(tmp_path / paths.REPORT_HTML), None, root=tmp_path)
+    raw = (tmp_path / paths.REPORT_HTML).read_text()
+    start = raw.index('<div class="scale-note" id="scale-note">')
+    banner = raw[start:raw.index("</div>", start)]
+    sentence = html.unescape(re.search(r"<p>(.*?)</p>", banner, re.S).group(1))
+    assert sentence == ("Scale 'smoke': 2 of 3 figures ran with smaller settings than the papers' (trials, panels), so "
+                        "their verdicts are not the paper-scale results (cause 'reduced-scale'); rerun with --config "
+                        "scale=paper for those.")
+    details = banner[banner.index("<details>"):]
+    rows = [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
+            for r in re.findall(r"<tr>(.*?)</tr>", details, re.S)[1:]]
+    assert rows == [["demo2024", "panels", "[{id: a, users: 100}]", "[{id: a, users: 100}, {id: b, users: 1000}]",
+                     "fig1, fig2"], ["demo2024", "trials", "3", "20", "fig1, fig2"]]
+    assert "{'" not in html.unescape(banner) and "<summary>the 2 settings that differ from the papers'" in banner
+
+
+def test_compute_seconds_are_the_cells_not_the_table_stage(built):
+    """fig1 (authors-code) has two cells timed 1200 s and 599.25 s: its compute is their sum, the table stage's 1.5 s
+    stays in the tooltip; a figure without timing sidecars shows a dash, an analytic one its table's time."""
+    raw = (built / paths.REPORT_HTML).read_text()
+    rows = re.findall(r'<tr><td>demo2024</td><td><a href="#demo2024-(\w+)-([\w-]+)">.*?<td class="num" title="([^"]*)">'
+                      r"([^<]*)</td>", raw, re.S)
+    compute = {(f, m): (html.unescape(v), html.unescape(t)) for f, m, t, v in rows}
+    assert compute[("fig1", "authors-code")][0] == "1799.2"
+    assert "its 2 cells" in compute[("fig1", "authors-code")][1] and "1.5 s" in compute[("fig1", "authors-code")][1]
+    assert compute[("fig1", "none")][0] == "–" and "no timing sidecar" in compute[("fig1", "none")][1]
+    assert "compute 1799.2 s in 2 cells, table 1.5 s" in html.unescape(raw)
+
+
+def test_the_reason_a_dataset_is_a_stand_in_is_shown(tmp_path):
+    """From the data sidecar's fallback_reasons (each source that failed), or the configuration's choice."""
+    reasons = ["mirror /m/demo: demo: the mirror /m has no demo/ folder",
+               "url https://a/demo.csv: demo: URLError: Name or service not known",
+               "url https://b/demo.csv: demo: URLError: Name or service not known"]
+    fig1 = write_figure(tmp_path, "fig1", "none", table("fig1", [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]), [],
+                        data_source="standin", datasets=[{"name": "demo", "source": "standin", "standin": True,
+                                                          "fallback_reasons": reasons}])
+    fig2 = write_figure(tmp_path, "fig2", "none", table("fig2", [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]), [],
+                        data_source="standin", datasets=[{"name": "other", "source": "standin", "standin": True,
+                                                          "fallback_reasons": []}])
+    build_report([fig1, fig2], {"scale": "quick", "data_source": "standin"}, str(tmp_path / paths.REPORT_HTML), None,
+                 root=tmp_path)
+    text = html.unescape((tmp_path / paths.REPORT_HTML).read_text())
+    summary = ("no real source worked (mirror, 2 × url): mirror /m/demo: demo: the mirror /m has no demo/ folder; "
+               "and 2 more")
+    assert f"demo is a stand-in: {summary}" in text  # beside the figure's watermark banner
+    assert f"<summary>why a stand-in: {summary}</summary>" in text  # in the data provenance table, every line below
+    assert all(f"<li><code>{line}</code></li>" in text for line in reasons)
+    assert "other is a stand-in: the configuration asks for the stand-in (data_source: standin)" in text

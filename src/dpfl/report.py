@@ -1,9 +1,11 @@
-"""The HTML report (results/report/index.html): every figure with its caption, mode, data provenance,
-claims table and run time; the settings used; every inferred setting. A figure built in both modes (the paper's
-algorithm and `compat: authors-code`) shows both images and both verdicts side by side. Each claim shows its
-verdict, the reason (one sentence from its numbers) and the cause where known; the raw numbers are one click away,
-rounded to 4 significant digits. Claims over several figures (a paper file's top-level `claims:`) have their own
-table under the paper; where some of their figures ran on stand-in data, the verdict over the others alone
+"""The HTML report (results/report/index.html): every figure with its caption, mode, data provenance (and why a dataset
+is a stand-in: the sources that failed, from its data sidecar), claims table and run time (an experiment figure's
+compute is its cells' seconds, from their timing sidecars); the settings used, a run below paper scale summed up in
+one sentence with its reduced settings in a collapsed table; every inferred setting. A figure built in both modes
+(the paper's algorithm and `compat: authors-code`) shows both images and both verdicts side by side. Each claim
+shows its verdict, the reason (one sentence from its numbers) and the cause where known; the raw numbers are one
+click away, rounded to 4 significant digits. Claims over several figures (a paper file's top-level `claims:`) have
+their own table under the paper; where some of their figures ran on stand-in data, the verdict over the others alone
 (`without_standin`, dpfl.stages.claims) is shown beside the verdict over all of them.
 
 It only reads what the figure stages wrote (sidecars, claims.json, Markdown captions, benchmark files), so it is
@@ -84,6 +86,56 @@ def _benchmark(path: Path) -> dict:
         return {}
 
 
+def _cells_seconds(figure_dir: Path) -> dict:
+    """The compute of an experiment figure: its cells' wall-clock seconds summed from their timing sidecars
+    (cells/<cell>.timing.json, dpfl.paths.cell_timing; the table stage only aggregates them), and how many cells."""
+    seconds, n = 0.0, 0
+    for path in sorted((figure_dir / "cells").glob("*.timing.json")):
+        try:
+            value = json.loads(path.read_text()).get("cell_seconds")
+        except (OSError, ValueError):
+            continue
+        if isinstance(value, (int, float)):
+            seconds, n = seconds + float(value), n + 1
+    return {"seconds": round(seconds, 1), "cells": n}
+
+
+def _compute(sidecar: dict, figure_dir: Path) -> dict:
+    """What the report shows as a figure's compute: `seconds` (the cells' for an experiment figure, the table stage's
+    for an analytic one), `what` they are, and `title` (the split, for a tooltip)."""
+    table = sidecar.get("compute_seconds")
+    if sidecar.get("kind") != "experiment":
+        return {"seconds": table, "what": "table", "title": "computed by the table stage (closed form)"}
+    cells = _cells_seconds(figure_dir)
+    params = sidecar.get("params") or {}
+    reused = params.get("reuse_from") or sorted(set((params.get("reuse_cells") or {}).values()))
+    also = f"; it also reads cells of {', '.join(reused) if isinstance(reused, list) else reused}" if reused else ""
+    if not cells["cells"]:
+        return {"seconds": "–", "what": "cells",
+                "title": f"no timing sidecar in its cells/ (table stage: {table} s){also}"}
+    return {"seconds": cells["seconds"], "what": "cells", "cells": cells["cells"],
+            "title": f"the wall-clock seconds of its {cells['cells']} cells (their timing sidecars); the table stage "
+                     f"took {table} s{also}"}
+
+
+def standin_reasons(dataset: dict, settings: dict) -> dict | None:
+    """Why a dataset of a figure is a stand-in: `summary` (one line) and `lines` (each source that failed before it,
+    from the data sidecar's fallback_reasons); None for real data."""
+    if not dataset.get("standin"):
+        return None
+    lines = list(dataset.get("fallback_reasons") or [])
+    if not lines:
+        asked = (settings.get("dataset_source") or {}).get(dataset.get("name")) or settings.get("data_source")
+        why = ("the configuration asks for the stand-in (data_source: standin)" if asked == "standin" else
+               "the stand-in was used; its provenance records no failed source")
+        return {"summary": why, "lines": []}
+    kinds = Counter(line.split(" ", 1)[0].rstrip(":") for line in lines)
+    tried = ", ".join(f"{n} × {k}" if n > 1 else k for k, n in kinds.items())
+    return {"summary": f"no real source worked ({tried}): {lines[0]}" + (f"; and {len(lines) - 1} more"
+                                                                        if len(lines) > 1 else ""),
+            "lines": lines}
+
+
 def _prepare_claims(claims: list[dict]) -> list[dict]:
     """Add what the page shows to each claim: a summary line per check and its numbers rounded for reading."""
     for c in claims:
@@ -148,9 +200,11 @@ _NOT_BUILT = {"title": "(not built)", "caption": "", "data_source": "not built",
               "plot_seconds": "", "inferred": [], "datasets": [], "config_hash": "", "versions": {}, "device": {}}
 
 
-def collect(figures: list[dict], root: Path) -> list[dict]:
+def collect(figures: list[dict], root: Path, settings: dict | None = None) -> list[dict]:
     """One entry per figure variant (paper, figure, mode) with its sidecar, claims, files and tables; `claims_state`
-    current / missing / stale (claims_problem) and `built` (its sidecar, image and table are there)."""
+    current / missing / stale (claims_problem) and `built` (its sidecar, image and table are there); `compute` (its
+    cells' seconds); each stand-in dataset's `standin_why` (standin_reasons; `settings`: the run's)."""
+    settings = settings or {}
     entries = []
     for f in figures:
         d = root / f["dir"]
@@ -165,12 +219,16 @@ def collect(figures: list[dict], root: Path) -> list[dict]:
                        f"{os.path.relpath(log_dir, root)})" + (f"; {problem}" if problem else ""))
             state, claims_file = "missing", None
         md = files["md"].read_text() if built else ""
+        sidecar = (json.loads(files["json"].read_text()) if built
+                   else {**_NOT_BUILT, "title": f"{f['figure']} (not built)"})
+        for dataset in sidecar.get("datasets", []):
+            dataset["standin_why"] = standin_reasons(dataset, settings)
         entries.append({
             "why": "",
             **f,
             "built": built,
-            "sidecar": (json.loads(files["json"].read_text()) if built
-                        else {**_NOT_BUILT, "title": f"{f['figure']} (not built)"}),
+            "sidecar": sidecar,
+            "compute": _compute(sidecar, d) if built else {"seconds": "", "what": "", "title": ""},
             "claims": _prepare_claims(claims_file["claims"]) if claims_file else [],
             "claims_state": state,
             "claims_problem": problem,
@@ -227,22 +285,49 @@ def group_variants(entries: list[dict], key: str) -> list[dict]:
     return list(groups.values())
 
 
-def _scale_note(entries: list[dict], paper_claims: list[dict], settings: dict) -> str:
-    """What the reduced scale means for the verdicts (shown next to the summary), or '' at paper settings."""
-    reduced: dict[str, dict[str, tuple[set, set]]] = {}
-    for e in [*entries, *paper_claims]:
-        for key, (paper_value, used) in e.get("reductions", {}).items():
-            pair = reduced.setdefault(e["paper"], {}).setdefault(key, (set(), set()))
-            pair[0].add(str(used))
-            pair[1].add(str(paper_value))
-    if not reduced:
-        return ""
-    scale = settings.get("scale", "")
-    parts = "; ".join(f"{paper}: " + ", ".join(f"{k} {'/'.join(sorted(u))} (paper {'/'.join(sorted(p))})"
-                                               for k, (u, p) in sorted(keys.items()))
-                      for paper, keys in sorted(reduced.items()))
-    return (f"Scale '{scale}': these runs use settings other than the papers' ({parts}). A verdict at reduced scale is "
-            f"not the paper-scale result (cause 'reduced-scale' below); rerun with --config scale=paper for that.")
+def _setting_text(value, limit: int = 80) -> tuple[str, str]:
+    """(shown, full) text of a setting's value for reading: lists comma-separated in brackets, mappings as
+    key: value, numbers as written (no Python reprs); `shown` cut to `limit` characters."""
+    def text(v) -> str:
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}: {text(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(text(x) for x in v) + "]"
+        if isinstance(v, float):
+            return f"{v:g}"
+        return str(v)
+
+    full = text(value)
+    return (full if len(full) <= limit else full[:limit - 1] + "…"), full
+
+
+def scale_summary(entries: list[dict], settings: dict) -> dict | None:
+    """What the reduced scale means for the verdicts, shown above the summary: one sentence, and the settings that
+    differ from the papers' as rows (paper, setting, this run, the paper's, figures) for a collapsed table; None at
+    paper settings. From each built figure's sidecar (`reductions`, decided by the workflow)."""
+    rows: dict[tuple, dict] = {}
+    reduced = set()
+    for e in entries:
+        reductions = (e["sidecar"].get("reductions") if e["built"] else None) or e.get("reductions") or {}
+        for key, (paper_value, used) in reductions.items():
+            (used_text, used_full), (paper_text, paper_full) = _setting_text(used), _setting_text(paper_value)
+            row = rows.setdefault((e["paper"], key, used_full, paper_full), {
+                "paper": e["paper"], "key": key, "used": used_text, "used_full": used_full, "paper_value": paper_text,
+                "paper_full": paper_full, "figures": []})
+            row["figures"].append(e["figure"] + (f" ({e['mode']})" if e["mode"] != "none" else ""))
+            reduced.add((e["paper"], e["figure"], e["mode"]))
+    if not rows:
+        return None
+    weight = Counter()  # the settings reduced in most figures first
+    for (_, key, _, _), row in rows.items():
+        weight[key.split(".")[-1]] += len(row["figures"])
+    keys = [k for k, _ in weight.most_common()]
+    shown = ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+    built = sum(e["built"] for e in entries)
+    sentence = (f"Scale '{settings.get('scale', '')}': {len(reduced)} of {built} figures ran with smaller settings "
+                f"than the papers' ({shown}), so their verdicts are not the paper-scale results (cause "
+                f"'reduced-scale'); rerun with --config scale=paper for those.")
+    return {"sentence": sentence, "rows": sorted(rows.values(), key=lambda r: (r["paper"], r["key"], r["figures"]))}
 
 
 def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path, bool]], root: Path = Path("."),
@@ -251,7 +336,7 @@ def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path
     what the figure stages wrote (read once). `figures`: one dict per built variant (paper, figure, mode, dir[, why,
     claims_hash]); `paper_claims`: one per built claim over several figures (paper, id, mode, figures, path[, tables,
     claims_hash]); `notice`: a line shown first (e.g. that the page was rebuilt after a failed run)."""
-    entries = collect(figures, root)
+    entries = collect(figures, root, settings)
     cross = collect_paper_claims(paper_claims or [], root)
     problems = [{"what": f"{e['paper']} {e['figure']}" + (f" ({e['mode']})" if e["mode"] != "none" else ""),
                  "anchor": f"{e['paper']}-{e['figure']}-{e['mode']}", "state": e["claims_state"],
@@ -272,7 +357,7 @@ def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path
         settings=settings,
         verdicts=[(v, verdicts.get(v, 0)) for v in VERDICT_ORDER],
         causes=[(c, causes[c], CAUSES[c]) for c in CAUSE_ORDER if causes.get(c)],
-        scale_note=_scale_note(entries, cross, settings),
+        scale_note=scale_summary(entries, settings),
         mode_label=MODE_LABEL,
         papers=sorted({e["paper"] for e in entries}),
         versions=next((e["sidecar"]["versions"] for e in entries if e["built"]), {}),
