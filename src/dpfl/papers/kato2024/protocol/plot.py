@@ -5,7 +5,7 @@ colour: "fast" (this project's) and "reference" (the published code's phe arithm
 import matplotlib.pyplot as plt
 import numpy as np
 
-from dpfl.plotting import PALETTE
+from dpfl.plotting import PALETTE, value_scale
 
 COLOURS = {"fast": PALETTE[0], "reference": PALETTE[1]}
 OTHER_PHASES = ("key exchange", "blinded histogram", "aggregation")
@@ -37,6 +37,7 @@ def fig11(df, spec, meta):
     for row, panel in zip(axes, panels):
         d = df[df["panel"] == panel]
         first = d.iloc[0]
+        heights = []
         for k, impl in enumerate(impls):
             s = d[(d["quantity"] == "silo_seconds") & (d["implementation"] == impl)].sort_values("x")
             row[0].bar(s["x"] + (k - (len(impls) - 1) / 2) * width, s["y"], width, yerr=s["y_std"], capsize=2,
@@ -46,15 +47,16 @@ def fig11(df, spec, meta):
             es = [p.loc[ph, "y_std"] if ph in p.index else np.nan for ph in OTHER_PHASES]
             row[1].bar(np.arange(3) + (k - (len(impls) - 1) / 2) * width, ys, width, yerr=es, capsize=2,
                        color=COLOURS[impl])
+            heights += ys
         title = (f"{first['dataset']}, U = {int(first['users'])}, S = {int(first['silos'])}, "
                  f"{int(first['params'])} params, {int(first['rounds'])} round(s) per run")
-        row[0].set_title(f"({panel}) {title}: local training per silo", fontsize=8)
+        row[0].set_title(f"({panel}) {title}\nlocal training per silo", fontsize=8)
         row[0].set_xlabel("silo")
         row[0].set_xticks(sorted(d.loc[d["quantity"] == "silo_seconds", "x"].unique()))
         row[1].set_title("other phases (aggregation: all rounds)", fontsize=8)
         row[1].set_xticks(np.arange(3), [ph.replace(" ", "\n") for ph in OTHER_PHASES], fontsize=7)
         row[0].set_ylim(bottom=0)
-        row[1].set_yscale("log")  # key exchange (ms) and the blinded histogram (s) differ by orders of magnitude
+        value_scale(row[1], heights)  # key exchange (ms) and the blinded histogram (s): orders of magnitude apart
         for ax in row:
             ax.set_ylabel("seconds per run")
             ax.grid(axis="x", visible=False)
@@ -73,14 +75,15 @@ def fig12(df, spec, meta):
     fig, axes = plt.subplots(2, len(FIG12_PHASES), figsize=plot.get("figsize") or [11.0, 5.0], layout="constrained")
     for r, (sweep, xlabel) in enumerate((("params", "#params"), ("users", "#users"))):
         for c, phase in enumerate(FIG12_PHASES):
-            ax = axes[r, c]
+            ax, top = axes[r, c], 0.0
             for impl in impls:
                 s = d[(d["sweep"] == sweep) & (d["phase"] == phase) & (d["implementation"] == impl)].sort_values("x")
                 ax.errorbar(s["x"], s["y"], yerr=s["y_std"], fmt="o-", ms=3, capsize=2, color=COLOURS[impl],
                             label=f"{impl} weighting")
+                top = max(top, float((s["y"] + s["y_std"].fillna(0)).max()) if len(s) else 0.0)
             ax.set_xlabel(xlabel)
             ax.set_title(phase + (" (mean over silos)" if phase == "local training" else ""), fontsize=8)
-            ax.set_ylim(bottom=0)
+            ax.set_ylim(0, top * 1.08 if top > 0 else 1.0)  # from 0, the highest point (and its error bar) inside
             if c == 0:
                 ax.set_ylabel("seconds per run")
     handles, labels = axes[0, 0].get_legend_handles_labels()
