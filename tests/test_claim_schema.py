@@ -43,8 +43,8 @@ FULL = {
     "compare": {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "abs<=", "max_diff": 100.0,
                 **_ROWS, "left_column": "y", "right_column": "hi", "per_figure": {"other": {"op": "<"}},
                 "match_on": ["panel"], "at": "last", "factor": 1.0, "offset": 0.0, "tol": 0.01, "tol_se": True,
-                "tol_counts": "for", "group_by": ["g"], "min_points": 1, "min_group_share": 0.5, "min_groups": 1,
-                "inferred": "why"},
+                "rel_tol": 0.05, "tol_counts": "for", "group_by": ["g"], "min_points": 1, "min_group_share": 0.5,
+                "min_groups": 1, "inferred": "why"},
     "order": {"kind": "order", "by": "curve", "values": ["A", "B"], "op": "<", **_ROWS, "tol": 0.01,
               "tol_counts": "for", "group_by": ["g"],
               "inferred": "why"},
@@ -174,6 +174,9 @@ def test_key_rules_and_types():
     assert schema_errors({**ok, "tol": 0.01, "tol_counts": "always"})
     assert schema_errors({**ok, "tol": 0.01, "tol_counts": "for"}) == []
     assert schema_errors({**ok, "tol_se": True, "tol_counts": "for"}) == []
+    assert schema_errors({**ok, "rel_tol": 0.05, "tol_counts": "for"}) == []  # a relative tolerance is one
+    assert schema_errors({**ok, "rel_tol": -0.05}) and schema_errors({**ok, "rel_tol": "5%"})
+    assert schema_errors({**minimal("eventually"), "rel_tol": 0.05})  # compare's only (and near's, required)
     assert schema_errors({**minimal("monotone"), "tol_counts": "for"})  # monotone has no tol_se
     assert schema_errors({**minimal("near"), "tol_counts": "for"})  # near has no tolerance at all
 

@@ -34,7 +34,7 @@ SCALES = ("smoke", "quick", "paper")
 SIDES = ("left", "right", "first", "second", "numerator", "denominator")
 #: selector columns of experiment figures whose values no setting lists (not checked here), and why
 UNCHECKED = {
-    ("bietti2022", "late"): "a round's position in the run (x ≥ 2T/3), true or false in every run",
+    ("bietti2022", "late"): "a round's position in the run (x ≥ 5T/6), true or false in every run",
     ("bietti2022", "half"): "a round's half of the run, first or second in every run",
 }
 

@@ -155,6 +155,82 @@ def test_compare_tol_gives_inconclusive():
     assert run(tidy(curves({"A": (X, X), "B": (X, X - 0.05)})), {**check, "tol": 0.0})[0] == "fail"
 
 
+# rel_tol: a relative tolerance (bietti2022's 5% on excess risk), |left − right| ≤ rel_tol·min(|left|, |right|)
+REL = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<", "rel_tol": 0.05}
+
+
+def two(a, b, xs=(30.0, 300.0)) -> pd.DataFrame:
+    """Curves A and B with these values at xs (a number: the same at every x), and ln_y = ln y."""
+    a, b = (v if isinstance(v, list) else [v] * len(xs) for v in (a, b))
+    df = tidy(curves({"A": (xs, a), "B": (xs, b)}))
+    return df.assign(ln_y=np.log(df["y"].where(df["y"] > 0)))
+
+
+def test_compare_rel_tol_pass_within_and_fail():
+    verdict, n = run(two(0.0219, 0.0683), REL)  # clearly below
+    assert verdict == "pass" and n["relative_difference_at_worst"] == pytest.approx(0.0683 / 0.0219 - 1)
+    assert n["tolerance_at_worst"] == pytest.approx(0.05 * 0.0219)
+    # 4% below, or 4% above (the claim violated inside the tolerance): inconclusive, at any scale of the values
+    for b in ([0.0219 * 1.04, 47 * 1.04], [0.0219 / 1.04, 47 / 1.04]):
+        verdict, n = run(two([0.0219, 47.0], b), REL)
+        assert verdict == "inconclusive" and n["violations"] == 0 and n["within_tol"] == 2
+    verdict, n = run(two([0.0219, 47.0], [0.0219 / 1.06, 47 / 1.06]), REL)  # 6% above: beyond it
+    assert verdict == "fail" and n["violations"] == 2 and n["relative_difference_at_worst"] == pytest.approx(0.06)
+    assert run(two(0.001, -0.001), REL)[0] == "fail"  # opposite signs are never within a relative tolerance
+
+
+def test_compare_rel_tol_is_symmetric_and_equals_ln_tolerance():
+    """Relative to the smaller value, so the claim written the other way round is judged the same (relative to
+    `right`, 100 vs 95.2 would be 4.8 > 4.76 one way and 4.8 ≤ 5 the other); for positive values it is the
+    absolute tolerance ln(1 + rel_tol) on ln y, the encoding it replaces."""
+    flipped = {**REL, "left": {"curve": "B"}, "right": {"curve": "A"}, "op": ">"}
+    assert run(two(100.0, 95.2), REL)[0] == run(two(100.0, 95.2), flipped)[0] == "fail"
+    assert run(two(100.0, 95.3), REL)[0] == run(two(100.0, 95.3), flipped)[0] == "inconclusive"
+    ln = {**REL, "column": "ln_y", "tol": float(np.log(1.05))}
+    del ln["rel_tol"]
+    for ratio in (0.9, 0.951, 0.953, 0.97, 1.0, 1.03, 1.049, 1.0505, 1.2):
+        df = two([0.02, 3.0, 400.0], [0.02 * ratio, 3.0 * ratio, 400.0 * ratio], xs=(1.0, 2.0, 3.0))
+        assert run(df, REL)[0] == run(df, ln)[0], ratio
+
+
+def test_compare_rel_tol_with_tol_factor_offset_min_points_and_tol_counts():
+    # the larger tolerance applies: 6% apart is beyond 5% but within the absolute tol 0.1
+    verdict, n = run(two(1.0, 1 / 1.06), {**REL, "tol": 0.1})
+    assert verdict == "inconclusive" and n["tolerance_at_worst"] == pytest.approx(0.1)
+    # relative to the compared right side, factor·right + offset: 2.08 vs 2·1 is 4% apart (of 1: 108%)
+    assert run(two(2.08, 1.0), {**REL, "factor": 2.0})[0] == "inconclusive"
+    assert run(two(2.2, 1.0), {**REL, "factor": 2.0})[0] == "fail"
+    assert run(two(1.04, 0.5), {**REL, "offset": 0.5})[0] == "inconclusive"
+    # min_points: a point within the tolerance is not a clear one
+    assert run(two(1.0, [1.04, 1.2]), REL)[0] == "inconclusive"
+    assert run(two(1.0, [1.04, 1.2]), {**REL, "min_points": 1})[0] == "pass"
+    assert run(two(1.0, [1.04, 1 / 1.04]), {**REL, "min_points": 1})[0] == "inconclusive"
+    assert run(two(1.0, [1 / 1.06, 1 / 1.1]), {**REL, "min_points": 1})[0] == "fail"
+    # tol_counts: for ("≤ X + 5%"): within the tolerance satisfies the claim; beyond it still fails
+    assert run(two(1.0, 1 / 1.04), {**REL, "tol_counts": "for"})[0] == "pass"
+    assert run(two(1.0, 1 / 1.06), {**REL, "tol_counts": "for"})[0] == "fail"
+
+
+def test_compare_rel_tol_reasons_quote_the_values_and_their_relative_difference():
+    def reason(df, check=REL):
+        return evaluate_claim(df, claim(check), "real")["reason"]
+
+    assert reason(two(0.0219, 0.0683)) == (
+        "passes: A < B at all 2 x values; closest at x = 30: 0.0219 vs 0.0683, relative difference 212%")
+    assert reason(two(0.0219, 0.0219 * 1.04)) == (
+        "inconclusive: A < B clearly at 0 of 2 x values (2 needed), 2 within the tolerance (e.g. at x = 30, A 0.0219 "
+        "vs B 0.0228, relative difference 4.00% within the tolerance 5%)")
+    assert reason(two([0.0219, 47.0], [0.0219 * 1.2, 47 * 1.04]), {**REL, "min_points": 1}) == (
+        "passes: A < B at 1 of 2 x values (1 needed); 1 of them only within the tolerance (relative differences "
+        "4.00%)")
+    assert reason(two(0.0219, 0.0219 / 1.06)) == (
+        "fails: at x = 30, A 0.0219 vs B 0.0207, relative difference 6.00% > tolerance 5%")
+    # where the absolute tol is the larger, the reason gives it, and the relative difference beside it
+    assert reason(two(1.0, 1 / 1.06), {**REL, "tol": 0.1}) == (
+        "inconclusive: A < B clearly at 0 of 2 x values (2 needed), 2 within the tolerance (e.g. at x = 30, A 1.00 "
+        "vs B 0.943, difference 0.0566 within the tolerance 0.100 (relative difference 6.00%))")
+
+
 def test_compare_errors(ab):
     base = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"}
     with pytest.raises(ClaimSpecError):
@@ -738,24 +814,24 @@ def test_a_selection_without_rows_makes_the_claim_inconclusive(ab, check, senten
 
 
 def test_no_rows_reason_lists_the_values_of_every_selected_column():
-    """bietti2022 Fig 1a with σ 100 edited to 50: C-B1a-3 selects σ = 100."""
+    """bietti2022 Fig 1a with σ 10 edited to 30: C-B1a-3 selects σ = 10."""
     rows = []
-    for sigma in (0.0, 10.0, 50.0):
+    for sigma in (0.0, 3.0, 30.0):
         for level in ("0", "0.3", "inf"):
             rows += curves({f"a = {level}": (X, X)}, sigma=sigma, level=level, quantity="excess_risk",
                            window="final")
     df = tidy(rows)
     c = {"id": "C-B1a-3", "claim": "with larger noise, local-only dominates", "checks": [
-        {"kind": "compare", "select": {"quantity": "excess_risk", "window": "final", "sigma": 100},
+        {"kind": "compare", "select": {"quantity": "excess_risk", "window": "final", "sigma": 10},
          "left": {"level": 0}, "right": {"level": [0.3, 1, 3, "inf"]}, "op": "<"}]}
     out = evaluate_claim(df, c, "synthetic")
     assert out["verdict"] == "inconclusive"
     assert out["reason"] == (
-        "inconclusive: claim C-B1a-3, check 1 (compare): left (quantity = excess_risk, window = final, sigma = 100, "
-        "level = 0) selects no rows of this table: no row has sigma = 100; the table has quantity excess_risk; window "
-        "final; sigma 0, 10, 50; level 0, 0.3, inf")
+        "inconclusive: claim C-B1a-3, check 1 (compare): left (quantity = excess_risk, window = final, sigma = 10, "
+        "level = 0) selects no rows of this table: no row has sigma = 10; the table has quantity excess_risk; window "
+        "final; sigma 0, 3, 30; level 0, 0.3, inf")
     numbers = out["checks"][0]["numbers"]["no_rows"]
-    assert numbers["absent"] == {"sigma": [100]} and numbers["table_values"]["sigma"] == [0.0, 10.0, 50.0]
+    assert numbers["absent"] == {"sigma": [10]} and numbers["table_values"]["sigma"] == [0.0, 3.0, 30.0]
 
 
 def test_no_rows_in_one_check_keeps_the_others_verdicts(ab):

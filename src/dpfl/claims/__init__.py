@@ -28,7 +28,10 @@ and the configuration schema of a check is generated from it by `check_schema()`
                     smallest/largest x); min_points: how many points must satisfy it clearly (beyond tol), per
                     group (group_by, else the match_on columns: per panel) (default all);
                     group_by + min_group_share | min_groups: how many groups must pass; tol_se: the
-                    tolerance is at least the standard error of the difference (column se)]
+                    tolerance is at least the standard error of the difference (column se); rel_tol: a point
+                    with |left − right| ≤ rel_tol·min(|left|, |right|) is within the tolerance (symmetric; for
+                    values of one sign |ln(left/right)| ≤ ln(1 + rel_tol)), the largest of tol, tol_se and
+                    rel_tol applying]
   eventually        some grid x0 exists with the comparison holding at every x ≥ x0 (reports x0)
                     [match_on, at, factor, op "abs<=" with max_diff, tol_se, group_by: as compare]
   mean_relative_gap mean of (right − left)/right ≥ min [match_on, at]

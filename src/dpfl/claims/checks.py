@@ -22,11 +22,13 @@ from dpfl.claims.selection import (
     _pointwise,
     _py,
     _reduce_groups,
+    _rel_tolerance,
     _settle,
     _status,
     _tol_for,
     _tolerance,
     _verdict,
+    rel_difference,
     select,
 )
 
@@ -59,7 +61,8 @@ def _check_compare(df, c):
     """left OP factor·right + offset at every paired point, or (min_points) clearly at ≥ N points of each group
     (_count_groups): fewer clear points, but enough with those within the tolerance, is inconclusive.
     `left_column` / `right_column` compare different columns of the two sides (e.g. |gap| against the signed gap);
-    `per_figure` changes the selection and op on some figures' rows (_figure_parts)."""
+    `per_figure` changes the selection and op on some figures' rows (_figure_parts). The tolerance of a point is
+    the largest of `tol`, the standard error (tol_se) and `rel_tol`·min(|left|, |right|) (_rel_tolerance)."""
     col = c.get("column", "y")
     groups = _count_groups(c)
     keys = ["x"] + sorted(set(c.get("match_on", [])) | set(groups))
@@ -68,9 +71,9 @@ def _check_compare(df, c):
     pieces = []
     for rows, base, op in _figure_parts(df, c):
         pair, curves = _pairs(rows, c, keys, se=c.get("tol_se", False), columns=columns, base=base)
-        tol = _tolerance(pair, c)
         lhs = pair[f"{col}_left"].to_numpy(float)
         rhs = factor * pair[f"{col}_right"].to_numpy(float) + c.get("offset", 0.0)
+        tol = np.maximum(_tolerance(pair, c), _rel_tolerance(lhs, rhs, c))
         pieces.append((pair, curves, tol, lhs, rhs, *_status(lhs, rhs, op, tol, c.get("max_diff"))))
     pair = pd.concat([p[0] for p in pieces], ignore_index=True)
     left_curve, right_curve = pieces[0][1]
@@ -78,6 +81,8 @@ def _check_compare(df, c):
     within = near.copy()
     ok, near = _settle(ok, near, c)
     verdict, numbers = _reduce_groups(pair, groups, ok, near, c)
+    relative = "rel_tol" in c  # the reasons then quote relative differences (rel_difference)
+    rel = rel_difference(lhs, rhs) if relative else None
     frame = pair.assign(_i=np.arange(len(pair)))
     for name, g in (frame.groupby(groups, sort=True) if groups else [("all", frame)]):
         idx = g["_i"].to_numpy()
@@ -89,6 +94,8 @@ def _check_compare(df, c):
         if len(inside):
             entry["within_tol_points"] = int(len(inside))
             entry["within_tol_margins"] = [float(margin[inside].min()), float(margin[inside].max())]
+            if relative:
+                entry["within_tol_relative_differences"] = [float(rel[inside].min()), float(rel[inside].max())]
     worst = int(np.argmin(margin))
     numbers.update({
         "group_by": groups,
@@ -103,6 +110,8 @@ def _check_compare(df, c):
         "right_at_worst": float(rhs[worst]),
         "tolerance_at_worst": float(tol[worst]),
     })
+    if relative:
+        numbers["relative_difference_at_worst"] = float(rel[worst])
     return verdict, numbers
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from dpfl.claims.selection import _selector_text, _tol_for
+from dpfl.claims.selection import _selector_text, _tol_for, rel_difference
 
 OP_TEXT = {"<": "<", "<=": "≤", ">": ">", ">=": "≥"}
 NOT_OP = {"<": "≥", "<=": ">", ">": "≤", ">=": "<"}
@@ -41,6 +41,16 @@ def fmt_cfg(v) -> str:
     return fmt_x(v) if isinstance(v, (int, float)) else str(v)
 
 
+def fmt_pct(v) -> str:
+    """A relative difference as a percentage, 3 significant digits (4.96%, 213%, 10,353%)."""
+    return fmt(100 * float(v)) + "%"
+
+
+def fmt_pct_cfg(v) -> str:
+    """A configured relative tolerance as a percentage, as written (0.05: 5%, 0.025: 2.5%)."""
+    return fmt_cfg(round(100 * float(v), 10)) + "%"
+
+
 def _at(at: dict, x_name: str) -> str:
     parts = [f"{x_name} = {fmt_x(at['x'])}"]
     parts += [f"panel {v}" if k == "panel" else f"{k} {v}" for k, v in at.items() if k != "x"]
@@ -57,24 +67,40 @@ def _relation(c: dict, n: dict) -> tuple[str, str, str]:
     if c["op"] == "abs<=":
         return left, right, f"|{left} − {right}| ≤ {fmt_cfg(c['max_diff'])}"
     plus = ""
-    if _tol_for(c) and (c.get("tol") or c.get("tol_se")):
+    if _tol_for(c) and (c.get("tol") or c.get("tol_se") or c.get("rel_tol")):
         plus = " + tol" if c["op"] in ("<", "<=") else " − tol"
     return left, right, f"{left} {OP_TEXT[c['op']]} {right}{plus}"
 
 
+def _relative(p: dict, c: dict) -> tuple[str, bool]:
+    """With rel_tol: ("relative difference 4.96%", whether rel_tol set the point's tolerance), else ("", False)."""
+    if "rel_tol" not in c:
+        return "", False
+    rel_tol = float(c["rel_tol"] or 0.0)
+    tol = p["tolerance"]
+    governs = tol > 0 and rel_tol * min(abs(p["left"]), abs(p["right"])) >= tol * (1 - 1e-12)
+    return f"relative difference {fmt_pct(rel_difference(p['left'], p['right']))}", governs
+
+
 def _point_text(p: dict, c: dict, left: str, right: str, x_name: str, how: str) -> str:
-    """One compared point: `how` = violation | within | closest."""
+    """One compared point: `how` = violation | within | closest. With rel_tol, the relative difference, against
+    rel_tol where that set the point's tolerance (else the absolute tolerance that did)."""
     text = f"{_at(p['at'], x_name)}, {left} {fmt(p['left'])} vs {right} {fmt(p['right'])}"
     diff, tol = abs(p["left"] - p["right"]), p["tolerance"]
-    if how == "within":
-        return text + f", difference {fmt(diff)} within the tolerance {fmt(tol)}"
+    rel, governs = _relative(p, c)
     if how == "closest":
-        return f"{_at(p['at'], x_name)}: {fmt(p['left'])} vs {fmt(p['right'])}"
+        return f"{_at(p['at'], x_name)}: {fmt(p['left'])} vs {fmt(p['right'])}" + (f", {rel}" if rel else "")
+    if how == "within":
+        if governs:
+            return text + f", {rel} within the tolerance {fmt_pct_cfg(c['rel_tol'])}"
+        return text + f", difference {fmt(diff)} within the tolerance {fmt(tol)}" + (f" ({rel})" if rel else "")
     if c["op"] == "abs<=":
         return (text + f", |difference| {fmt(diff)} > {fmt_cfg(c['max_diff'])}"
                 + (f" + tolerance {fmt(tol)}" if tol else ""))
+    if governs:
+        return text + f", {rel} > tolerance {fmt_pct_cfg(c['rel_tol'])}"
     if tol:
-        return text + f", difference {fmt(diff)} > tolerance {fmt(tol)}"
+        return text + f", difference {fmt(diff)} > tolerance {fmt(tol)}" + (f" ({rel})" if rel else "")
     return text + f", so {left} {NOT_OP[c['op']]} {right}"
 
 
@@ -96,12 +122,16 @@ def _count_text(g: dict, c: dict, x_name: str) -> str:
 
 
 def _within_note(g: dict) -> str:
+    """The points of a passing group only within the tolerance: their margins, or with rel_tol their relative
+    differences."""
     k = g.get("within_tol_points", 0)
     if not k:
         return ""
-    lo, hi = g["within_tol_margins"]
-    span = fmt(lo) if math.isclose(lo, hi) else f"{fmt(lo)} to {fmt(hi)}"
-    return f"{k} of them only within the tolerance (margins {span})"
+    rel = "within_tol_relative_differences" in g
+    lo, hi = g["within_tol_relative_differences" if rel else "within_tol_margins"]
+    f = fmt_pct if rel else fmt
+    span = f(lo) if math.isclose(lo, hi) else f"{f(lo)} to {f(hi)}"
+    return f"{k} of them only within the tolerance ({'relative differences' if rel else 'margins'} {span})"
 
 
 def _reason_compare(c, verdict, n, x_name):

@@ -30,7 +30,7 @@ _GROUP_SHARE = ("group_by", "min_points", "min_group_share", "min_groups")  # _r
 CHECK_KEYS: dict[str, CheckKeys] = {
     "compare": CheckKeys(("left", "right", "op"),
                          (*_ROWS, "left_column", "right_column", "per_figure", "match_on", "at", "factor", "offset",
-                          "max_diff", "tol", "tol_se", "tol_counts", *_GROUP_SHARE)),
+                          "max_diff", "tol", "tol_se", "rel_tol", "tol_counts", *_GROUP_SHARE)),
     "order": CheckKeys(("by", "values", "op"), (*_ROWS, "tol", "tol_counts", "group_by")),
     "monotone": CheckKeys(("direction",), (*_ROWS, "strict", "tol", "tol_counts", "group_by")),
     "bounds": CheckKeys((), (*_ROWS, "lower", "upper", "lower_strict", "upper_strict", "tol", "tol_counts",
@@ -94,7 +94,11 @@ KEY_SCHEMAS: dict[str, dict] = {
     "upper_strict": {"type": "boolean"},
     "x": {"type": "number"},
     "target": {"type": "number"},
-    "rel_tol": {"type": "number", "minimum": 0},
+    "rel_tol": {"type": "number", "minimum": 0,
+                "description": "relative tolerance. near: |y − target| ≤ rel_tol·|target| passes; compare: a point "
+                               "with |left − right| ≤ rel_tol·min(|left|, |right|) (right after factor and offset; for "
+                               "values of one sign |ln(left/right)| ≤ ln(1 + rel_tol)) is within the tolerance, the "
+                               "larger of this, tol and tol_se applying"},
     "tol": {"type": "number", "minimum": 0,
             "description": "absolute tolerance: a point within it is inconclusive (or satisfies the claim, "
                            "tol_counts: for)"},
@@ -161,7 +165,7 @@ def _kind_schema(kind: str) -> dict:
         out["dependentSchemas"] = {"max_diff": {"properties": {"op": {
             "const": "abs<=", "description": "max_diff applies only to op 'abs<='"}}}}
     if "tol_counts" in keys:
-        needs = [k for k in ("tol", "tol_se") if k in keys]
+        needs = [k for k in ("tol", "tol_se", "rel_tol") if k in keys]
         rules.append({"if": {"required": ["tol_counts"]},
                       "then": {"title": f"{title} with tol_counts", "anyOf": [{"required": [k]} for k in needs],
                                "description": f"tol_counts needs a tolerance: {' or '.join(needs)}"}})

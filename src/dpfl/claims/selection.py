@@ -223,6 +223,26 @@ def _tolerance(pair, c) -> np.ndarray:
     return tol
 
 
+def _rel_tolerance(lhs, rhs, c) -> np.ndarray:
+    """Per-point tolerance of `rel_tol` (compare): rel_tol·min(|left|, |right|) of the compared values (right after
+    factor and offset). Symmetric, so that writing the claim the other way round changes nothing; for values of one
+    sign it is |ln(left/right)| ≤ ln(1 + rel_tol), the larger within (1 + rel_tol)× the smaller (the spec's "5%
+    relative" on excess risk, judged on the plotted values); values of opposite signs are never within it
+    (for rel_tol < 2)."""
+    lhs, rhs = np.asarray(lhs, float), np.asarray(rhs, float)
+    return float(c.get("rel_tol") or 0.0) * np.minimum(np.abs(lhs), np.abs(rhs))
+
+
+def rel_difference(lhs, rhs):
+    """|left − right| / min(|left|, |right|): the relative difference that `rel_tol` bounds (0 for two zeros, ∞ for
+    a zero against a non-zero)."""
+    lhs, rhs = np.asarray(lhs, float), np.asarray(rhs, float)
+    diff, small = np.abs(lhs - rhs), np.minimum(np.abs(lhs), np.abs(rhs))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(diff == 0, 0.0, diff / small)
+    return out if out.ndim else float(out)
+
+
 def _status(lhs, rhs, op: str, tol: np.ndarray, max_diff: float | None = None):
     """Per point: margin (> 0 satisfied), ok, near (|margin| within tol). op "abs<=": |l − r| ≤ max_diff."""
     lhs, rhs = np.asarray(lhs, float), np.asarray(rhs, float)

@@ -1,8 +1,7 @@
 """bietti2022 figure tables. Fig 1 (spec §5): per panel (one σ) and personalization level a, the metric at every
 evaluation round, best over the η grid at that round (η may switch between rounds, as in the paper), mean over
 seeds first; ε per round on the same panel. Window rows give what the claims compare: `early` (mean over the first
-10% of the rounds) and `final` (the last evaluation). Excess-risk tables also carry `log_y` = ln y: the spec's
-tolerance for excess risk is relative (5%), which the claims apply as an absolute tolerance ln 1.05 on ln y."""
+10% of the rounds) and `final` (the last evaluation)."""
 
 from __future__ import annotations
 
@@ -124,8 +123,6 @@ def fig1(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
     # C-B1a-3 (spec §6): below a = ∞ "at every evaluated round from some round ≤ 250" of T = 300, i.e. at every
     # round ≥ 250: the same share of the run at any T
     df["late"] = (df["window"] == "round") & (df["x"] >= LATE_SHARE * T)
-    if metric.startswith("excess_risk"):
-        df["log_y"] = np.log(df["y"].where(df["y"] > 0))
     df["metric"] = metric
     df["metric_label"] = METRICS[metric][1]
     df["rounds"] = T
