@@ -100,7 +100,19 @@ def load_source(params: dict, inputs: dict) -> dict:
 def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     """Tune and evaluate one method on one panel for every trial (spec §5). `job` is a dpfl.jobs.CellJob whose
     cell id is "<panel>-<method>". Returns one row per (trial, ε) with the chosen grid point and its test value
-    (non-private methods: ε = NaN)."""
+    (non-private methods: ε = NaN).
+
+    numpy's BLAS (Newton's Hessians, the test metric) runs on as many threads as torch, the cell's share of the
+    cores: Snakemake sets OPENBLAS_NUM_THREADS so for its jobs, a bare process (`dpfl bench`) does not, and two
+    BLAS threads on a busy two-core machine made Newton's method 10-20× slower (same numbers either way)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
+        return _run_cell(job, inputs, log)
+
+
+def _run_cell(job, inputs: dict, log) -> pd.DataFrame:
     device = resolve_device(job.device)
     log(f"computing on {describe(device)}")
     p = {"noise_calibration": None, **job.params, **job.settings}
