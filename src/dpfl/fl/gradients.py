@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import abc
 import math
+import sys
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -22,10 +24,12 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from dpfl.fl.aggregate import clip_factor, clip_updates, weighted_clipped_sum
-from dpfl.fl.buckets import Bucket, epoch_batches
+from dpfl.fl.buckets import Bucket, epoch_batches, gather_rows
 from dpfl.models.metrics import cox_partial_likelihood
 
 LOSSES = ("ce", "nll", "bce", "cox")
+#: `fair_masks` reads the words' bytes in memory order: bit j of a word is bit j % 8 of byte j // 8 on little-endian
+_FAIR_CPU = sys.byteorder == "little"
 
 
 def keep_mask(shape: tuple, p: float, gen: torch.Generator, device) -> torch.Tensor:
@@ -37,6 +41,23 @@ def keep_mask(shape: tuple, p: float, gen: torch.Generator, device) -> torch.Ten
     words = torch.randint(0, 2**62, (-(-n // 62),), generator=gen, device=device)
     bits = torch.bitwise_and(words[:, None], 1 << torch.arange(62, device=device)) != 0
     return bits.reshape(-1)[:n].reshape(shape)
+
+
+def fair_masks(shapes: list[tuple], scale: float, gen: torch.Generator) -> list[torch.Tensor]:
+    """`keep_mask(shape, 0.5, gen, "cpu")` for each shape in turn, as float masks (0 or `scale`), from one draw: the
+    CPU generator fills a draw serially, so one draw of every site's words equals the per-site draws in a row, and
+    the bits are unpacked by numpy (~4× cheaper than the shifts and compares, per step of the Creditcard MLP)."""
+    ns = [math.prod(shape) for shape in shapes]
+    ws = [-(-n // 62) for n in ns]
+    words = torch.randint(0, 2**62, (sum(ws),), generator=gen)
+    bits = np.unpackbits(words.numpy().view(np.uint8), bitorder="little").reshape(-1, 64)[:, :62]  # bit j of word
+    flags = bits.astype(torch.empty((), dtype=torch.get_default_dtype()).numpy().dtype)
+    flags *= scale  # 0 or scale, exactly as keep.to(dtype) / (1 - p)
+    flat, out, start = torch.from_numpy(flags).view(-1), [], 0
+    for shape, n, w in zip(shapes, ns, ws):
+        out.append(flat[start * 62: start * 62 + n].view(shape))
+        start += w
+    return out
 
 
 class FlatModel:
@@ -93,8 +114,11 @@ class FlatModel:
         sites = getattr(self.module, "dropout_sites", None)
         if sites is None:
             return None
-        return [keep_mask((*shape[:-1], *site_shape), p, gen, device).to(torch.get_default_dtype()) / (1.0 - p)
-                for site_shape, p in sites(shape[-1])]
+        sites = [((*shape[:-1], *site_shape), p) for site_shape, p in sites(shape[-1])]
+        if _FAIR_CPU and all(p == 0.5 for _, p in sites) and torch.device(device).type == "cpu":
+            return fair_masks([site_shape for site_shape, _ in sites], 1.0 / (1.0 - 0.5), gen)
+        return [keep_mask(site_shape, p, gen, device).to(torch.get_default_dtype()) / (1.0 - p)
+                for site_shape, p in sites]
 
     def row_losses(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-row losses of a non-coupled loss."""
@@ -219,69 +243,115 @@ def mlp_layers(module) -> list | None:
     return out
 
 
-def _mlp_forward(fm: "FlatModel", params: dict, X: torch.Tensor, masks, keep: bool = False):
-    """Logits (P, n, K) of every pair; with keep, also the tape the backward pass reads (layer inputs, ReLU
-    outputs, normalized activations and statistics, dropout masks)."""
+@dataclass(frozen=True)
+class MlpPlan:
+    """The MLP's layers as the batched passes read them, built once per FlatModel: per layer (kind, weight index,
+    bias index, eps), the indices into fm.names (None for ReLU and dropout); the lowest parameterized layer (nothing
+    below it needs a gradient); the logits' width; whether the loss is ce (else nll). The passes take the parameters
+    as a list in fm.names' order (`part`: each (P, *shape), or its active prefix)."""
+
+    layers: tuple
+    lowest: int
+    classes: int
+    ce: bool
+
+    @classmethod
+    def of(cls, fm: "FlatModel") -> "MlpPlan":
+        index = {name: i for i, name in enumerate(fm.names)}
+        layers = tuple((kind, index.get(pre + "weight"), index.get(pre + "bias"), getattr(layer, "eps", None))
+                       for kind, pre, layer in fm.mlp)
+        lowest = min(i for i, (kind, *_) in enumerate(layers) if kind in ("linear", "groupnorm"))
+        classes = fm.shapes[[wi for kind, wi, _, _ in layers if kind == "linear"][-1]][0]
+        return cls(layers, lowest, classes, fm.loss == "ce")
+
+
+def _row_mean(x: torch.Tensor) -> torch.Tensor:
+    """x.mean(-1, keepdim=True): on the CPU ATen computes it as sum(-1).div_(n), written out here to skip the
+    dispatches around it (the same values); elsewhere the mean itself (CUDA reduces differently)."""
+    return x.sum(-1, keepdim=True).div_(x.shape[-1]) if x.is_cpu else x.mean(-1, keepdim=True)
+
+
+def _mlp_forward(plan: MlpPlan, part: list, X: torch.Tensor, masks, keep: bool = False):
+    """Logits (P, n, K) of every pair; with keep, also the tape the backward pass reads, one entry per layer (layer
+    input, ReLU output, normalized activations and statistics, dropout mask or None)."""
     x, site, tape = X, 0, []
-    for kind, pre, layer in fm.mlp:
+    for kind, wi, bi, eps in plan.layers:
         if kind == "linear":
             if keep:
-                tape.append(("linear", pre, x))
-            x = torch.baddbmm(params[pre + "bias"][:, None, :], x, params[pre + "weight"].transpose(1, 2))
+                tape.append(x)
+            x = torch.baddbmm(part[bi][:, None, :], x, part[wi].transpose(1, 2))
         elif kind == "relu":
             x = torch.relu(x) if x is X else torch.relu_(x)  # in place on a fresh activation
             if keep:
-                tape.append(("relu", pre, x))
+                tape.append(x)
         elif kind == "groupnorm":  # GroupNorm(1, C) of a (rows, C) input = layer norm over C, then the affine map
             # two-pass statistics by hand: ~40% faster than native_layer_norm on (pairs, rows, 30) inputs
-            mean = x.mean(-1, keepdim=True)
+            mean = _row_mean(x)
             xhat = x - mean
-            rstd = (xhat * xhat).mean(-1, keepdim=True).add_(layer.eps).rsqrt_()
+            rstd = _row_mean(xhat * xhat).add_(eps).rsqrt_()
             xhat.mul_(rstd)
             if keep:
-                tape.append(("groupnorm", pre, (x, xhat, mean, rstd)))
-            x = torch.addcmul(params[pre + "bias"][:, None, :], xhat, params[pre + "weight"][:, None, :])
-        elif kind == "dropout":
-            if masks is not None:
-                x = x * masks[site] if x is X else x.mul_(masks[site])  # (a ReLU output on the tape may be
-                # scaled in place: masks are ≥ 0, so its sign pattern, all the backward pass reads, only changes
-                # where the mask, applied to the gradient first, is 0)
-                if keep:
-                    tape.append(("dropout", pre, masks[site]))
+                tape.append((x, xhat, mean, rstd))
+            x = torch.addcmul(part[bi][:, None, :], xhat, part[wi][:, None, :])
+        else:  # dropout
+            mask = None if masks is None else masks[site]
+            if mask is not None:
+                x = x * mask if x is X else x.mul_(mask)  # (a ReLU output on the tape may be scaled in place: masks
+                # are ≥ 0, so its sign pattern, all the backward pass reads, only changes where the mask, applied to
+                # the gradient first, is 0)
+            if keep:
+                tape.append(mask)
             site += 1
     return (x, tape) if keep else x
 
 
-def _mlp_output_grads(fm, logits, y, weight):
+def _onehot(plan: MlpPlan, y: torch.Tensor, dtype) -> torch.Tensor:
+    return F.one_hot(y.long(), plan.classes).to(dtype)
+
+
+def _mlp_output_grads(plan: MlpPlan, logits, onehot, weight):
     """∂(Σ_i weight_i·loss_i)/∂logits (P, n, K); loss ce (softmax cross-entropy) or nll (outputs are log-probs)."""
-    onehot = F.one_hot(y.long(), logits.shape[-1]).to(logits.dtype)
-    d = torch.softmax(logits, dim=-1) - onehot if fm.loss == "ce" else -onehot
+    d = torch.softmax(logits, dim=-1) - onehot if plan.ce else -onehot
     return d.mul_(weight[..., None])
 
 
-def _mlp_backward(fm, params: dict, tape: list, b: torch.Tensor):
-    """Yields (kind, prefix, a, b) for each parameterized layer from the top down: a = the layer's input (linear)
-    or normalized activations (group norm), b = ∂loss/∂(layer output) per row. A layer's input gradient is computed
-    before it is yielded, so the caller may update that layer's parameters in place."""
-    lowest = min(i for i, (kind, _, _) in enumerate(tape) if kind in ("linear", "groupnorm"))
-    for i in range(len(tape) - 1, lowest - 1, -1):  # nothing below the lowest parameterized layer needs a gradient
-        kind, pre, saved = tape[i]
+def _mlp_backward(plan: MlpPlan, part: list, tape: list, b: torch.Tensor, lr: float | None = None):
+    """The backward pass from the output gradients b, from the top layer down. lr None: returns [(kind, weight
+    index, bias index, a, b)] for each parameterized layer, a = its input (linear) or normalized activations (group
+    norm), b = ∂loss/∂(its output) per row. lr given: one SGD step instead, each layer's parameters updated in place
+    (W ← W − η·bᵀa, one baddbmm) as soon as its input gradient has been computed."""
+    layers = []
+    for i in range(len(plan.layers) - 1, plan.lowest - 1, -1):
+        kind, wi, bi, _ = plan.layers[i]
+        saved = tape[i]
         if kind == "dropout":
-            b = b * saved
+            if saved is not None:
+                b = b * saved
         elif kind == "relu":
             b = torch.ops.aten.threshold_backward(b, saved, 0)
         elif kind == "groupnorm":
             x, xhat, mean, rstd = saved
-            dxhat = b * params[pre + "weight"][:, None, :]
-            yield "groupnorm", pre, xhat, b
-            if i == lowest:
-                return
+            w = part[wi]
+            dxhat = b * w[:, None, :]
+            if lr is None:
+                layers.append((kind, wi, bi, xhat, b))
+            else:
+                w.sub_((b * xhat).sum(1), alpha=lr)
+                part[bi].sub_(b.sum(1), alpha=lr)
+            if i == plan.lowest:
+                break
             b = torch.ops.aten.native_layer_norm_backward(dxhat, x, x.shape[-1:], mean, rstd, None, None,
                                                           [True, False, False])[0]
         else:
-            below = None if i == lowest else torch.bmm(b, params[pre + "weight"])
-            yield "linear", pre, saved, b
+            w = part[wi]
+            below = None if i == plan.lowest else torch.bmm(b, w)
+            if lr is None:
+                layers.append((kind, wi, bi, saved, b))
+            else:
+                w.baddbmm_(b.transpose(1, 2), saved, alpha=-lr)
+                part[bi].sub_(b.sum(1), alpha=lr)
             b = below
+    return layers
 
 
 def _mlp_param_grads(kind, a, b):
@@ -291,64 +361,103 @@ def _mlp_param_grads(kind, a, b):
     return (b * a).sum(1), b.sum(1)
 
 
+def _grads(part: list, layers: list, scale=None) -> list:
+    """Each parameter's gradient summed over rows (fm.names' order), b scaled by `scale` per row if given."""
+    grads = [None] * len(part)
+    for kind, wi, bi, a, b in layers:
+        grads[wi], grads[bi] = _mlp_param_grads(kind, a, b if scale is None else b * scale)
+    return grads
+
+
+def _join(grads: list) -> torch.Tensor:
+    """[(P, *shape)] in fm.names' order -> (P, D) (FlatModel.join)."""
+    return torch.cat([g.reshape(g.shape[0], -1) for g in grads], dim=1)
+
+
 def _row_weights(mask, dtype, mean: bool):
     w = mask.to(dtype)
     return w / mask.sum(dim=1, keepdim=True).clamp(min=1).to(dtype) if mean else w
 
 
-def _mlp_mean_grads(fm, params: dict, X, y, mask, masks) -> dict:
-    """Each pair's gradient of its masked-mean loss."""
-    logits, tape = _mlp_forward(fm, params, X, masks, keep=True)
-    out = {}
-    for kind, pre, a, b in _mlp_backward(fm, params, tape,
-                                         _mlp_output_grads(fm, logits, y, _row_weights(mask, logits.dtype, True))):
-        out[pre + "weight"], out[pre + "bias"] = _mlp_param_grads(kind, a, b)
-    return out
+def _mlp_mean_grads(plan: MlpPlan, part: list, X, y, mask, masks) -> list:
+    """Each pair's gradient of its masked-mean loss (fm.names' order)."""
+    logits, tape = _mlp_forward(plan, part, X, masks, keep=True)
+    dt = logits.dtype
+    b = _mlp_output_grads(plan, logits, _onehot(plan, y, dt), _row_weights(mask, dt, True))
+    return _grads(part, _mlp_backward(plan, part, tape, b))
 
 
-def _mlp_sgd_step(fm, params: dict, X, y, mask, masks, lr: float) -> None:
-    """One SGD step on each pair's masked-mean loss, the parameters updated in place layer by layer."""
-    logits, tape = _mlp_forward(fm, params, X, masks, keep=True)
-    for kind, pre, a, b in _mlp_backward(fm, params, tape,
-                                         _mlp_output_grads(fm, logits, y, _row_weights(mask, logits.dtype, True))):
-        w = params[pre + "weight"]
-        if kind == "linear":
-            w.baddbmm_(b.transpose(1, 2), a, alpha=-lr)
-        else:
-            w.sub_((b * a).sum(1), alpha=lr)
-        params[pre + "bias"].sub_(b.sum(1), alpha=lr)
+def _mlp_step(plan: MlpPlan, part: list, X, onehot, row_w, masks, lr: float) -> None:
+    """One SGD step on each pair's weighted loss (row weights `row_w`: a mask over its batch's valid rows), the
+    parameters `part` updated in place layer by layer."""
+    logits, tape = _mlp_forward(plan, part, X, masks, keep=True)
+    _mlp_backward(plan, part, tape, _mlp_output_grads(plan, logits, onehot, row_w), lr)
 
 
-def _mlp_clipped_sum(fm, params: dict, X, y, mask, masks, clip: float) -> dict:
-    """Σ_i clip_C(g_i) over each pair's valid rows, g_i the gradient of row i's own loss (all parameters jointly)."""
-    logits, tape = _mlp_forward(fm, params, X, masks, keep=True)
-    layers = list(_mlp_backward(fm, params, tape,
-                                _mlp_output_grads(fm, logits, y, _row_weights(mask, logits.dtype, False))))
-    sq = torch.zeros(mask.shape, dtype=logits.dtype, device=X.device)
-    for kind, _, a, b in layers:
+def _mlp_sgd_epochs(fm: "FlatModel", plan: MlpPlan, theta, bucket: Bucket, *, epochs: int, batch: int, lr: float,
+                    gen, shuffle: bool, active: list[int]) -> torch.Tensor:
+    """`local_sgd` on the MLP path: the steps of `_ModulePath.sgd` (each epoch's shuffle, then per step the active
+    pairs' dropout masks and one `_mlp_step`), with the same draws and operations, and less work around them: each
+    epoch's rows are gathered once in their shuffled order (a step's batch is a slice of them), the one-hot targets
+    and the row weights mask / (valid rows of the step's batch) are built once per epoch (once per call without a
+    shuffle), the active prefixes' parameter views once per call, and no autograd bookkeeping (inference mode)."""
+    params = fm.split(theta)  # contiguous per-parameter copies (batched products over the flat rows' views copy their
+    # operands: ~1.5× slower), updated in place
+    n_pad = bucket.mask.shape[1]
+    width = min(batch, n_pad) if shuffle else n_pad  # rows per step (a pair's last batch may hold padding)
+    dt, views, targets = theta.dtype, {}, None
+    with torch.inference_mode():
+        for _ in range(epochs):
+            if shuffle:  # epoch_batches's keys and order; each pair's rows gathered once, in that order
+                keys = torch.rand(bucket.mask.shape, generator=gen, device=bucket.X.device)
+                order = torch.argsort(torch.where(bucket.mask, keys, torch.full_like(keys, 2.0)), dim=1)
+                X, y, mask = (gather_rows(t, order) for t in (bucket.X, bucket.y, bucket.mask))
+                targets = None
+            else:
+                X, y, mask = bucket.X, bucket.y, bucket.mask
+            if targets is None:
+                P = mask.shape[0]
+                counts = mask.reshape(P, -1, width).sum(dim=2, keepdim=True).clamp(min=1).to(dt)
+                targets = _onehot(plan, y, dt), (mask.to(dt).reshape(P, -1, width) / counts).reshape(P, n_pad)
+            onehot, row_w = targets
+            for j, k in enumerate(active):
+                if k not in views:
+                    views[k] = [t[:k] for t in params.values()]
+                rows = slice(j * width, (j + 1) * width)
+                masks = fm.draw_masks((k, width), gen, theta.device)
+                _mlp_step(plan, views[k], X[:k, rows], onehot[:k, rows], row_w[:k, rows], masks, lr)
+    return fm.join(params)
+
+
+def _mlp_clipped_sum(plan: MlpPlan, part: list, X, y, mask, masks, clip: float) -> torch.Tensor:
+    """Σ_i clip_C(g_i) over each pair's valid rows (P, D), g_i the gradient of row i's own loss (all parameters
+    jointly)."""
+    logits, tape = _mlp_forward(plan, part, X, masks, keep=True)
+    dt = logits.dtype
+    layers = _mlp_backward(plan, part, tape, _mlp_output_grads(plan, logits, _onehot(plan, y, dt), mask.to(dt)))
+    sq = torch.zeros(mask.shape, dtype=dt, device=X.device)
+    for kind, _, _, a, b in layers:
+        bb = b * b
         if kind == "linear":  # weight b aᵀ and bias b
-            sq = sq + (b * b).sum(-1) * ((a * a).sum(-1) + 1.0)
+            sq.add_(bb.sum(-1) * ((a * a).sum(-1) + 1.0))
         else:  # group-norm affine: weight b ⊙ x̂, bias b
-            sq = sq + (b * b * a * a).sum(-1) + (b * b).sum(-1)
+            sq.add_((bb * a * a).sum(-1)).add_(bb.sum(-1))
     c = torch.where(mask, clip_factor(torch.sqrt(sq), clip), torch.zeros_like(sq))
-    out = {}
-    for kind, pre, a, b in layers:
-        out[pre + "weight"], out[pre + "bias"] = _mlp_param_grads(kind, a, b * c[..., None])
-    return out
+    return _join(_grads(part, layers, c[..., None]))
 
 
-def _clipped_chunk(fm, params, X, y, row_w, masks, w, n: int, clip: float) -> torch.Tensor:
+def _clipped_chunk(plan: MlpPlan, part: list, X, y, row_w, masks, w, n: int, clip: float) -> torch.Tensor:
     """`MlpPath.clipped_mean_grad_sums` on c slots of n rows per run: X (R, c·n, F), w (R, c) -> (R, D)."""
     R, c = w.shape
-    logits, tape = _mlp_forward(fm, params, X, masks, keep=True)
+    logits, tape = _mlp_forward(plan, part, X, masks, keep=True)
     dt = logits.dtype
-    layers = list(_mlp_backward(fm, params, tape, _mlp_output_grads(fm, logits, y, row_w)))
+    layers = _mlp_backward(plan, part, tape, _mlp_output_grads(plan, logits, _onehot(plan, y, dt), row_w))
 
     def per_pair(t):  # (R, c·n, d) -> (R·c, n, d)
         return t.reshape(R * c, n, t.shape[-1])
 
     sq = torch.zeros(R * c, dtype=dt, device=X.device)
-    for kind, _, a, b in layers:
+    for kind, _, _, a, b in layers:
         a, b = per_pair(a), per_pair(b)
         if kind == "linear":
             if n == 1:
@@ -364,14 +473,11 @@ def _clipped_chunk(fm, params, X, y, row_w, masks, w, n: int, clip: float) -> to
     finite = torch.isfinite(norms)
     coef = torch.where(finite, w.reshape(-1) * clip_factor(norms, clip), torch.zeros_like(norms))
     row_coef = coef.repeat_interleave(n).reshape(R, c * n, 1)
-    ok = bool(finite.all())
-    out = {}
-    for kind, pre, a, b in layers:
-        if not ok:  # rows of a pair with a non-finite gradient send nothing (0·NaN would still be NaN)
-            zero = torch.zeros((), dtype=dt, device=X.device)
-            a, b = torch.where(row_coef != 0, a, zero), torch.where(row_coef != 0, b, zero)
-        out[pre + "weight"], out[pre + "bias"] = _mlp_param_grads(kind, a, b * row_coef)
-    return fm.join(out)
+    if not bool(finite.all()):  # rows of a pair with a non-finite gradient send nothing (0·NaN would still be NaN)
+        zero = torch.zeros((), dtype=dt, device=X.device)
+        layers = [(kind, wi, bi, torch.where(row_coef != 0, a, zero), torch.where(row_coef != 0, b, zero))
+                  for kind, wi, bi, a, b in layers]
+    return _join(_grads(part, layers, row_coef))
 
 
 # ------------------------------------------------------------------------------------------ per-example gradients
@@ -521,29 +627,47 @@ class GenericPath(_ModulePath):
 class MlpPath(_ModulePath):
     """A plain Sequential MLP with a ce/nll loss (Creditcard): the hand-written batched forward and backward passes
     above (fused in-place SGD updates, per-example clipped sums from activations, ULDP-SGD's aggregate without
-    per-pair gradients)."""
+    per-pair gradients), read through the model's `MlpPlan`."""
+
+    def __init__(self, fm: FlatModel):
+        super().__init__(fm)
+        self.plan = MlpPlan.of(fm)
+        self._views = None  # (θ, {k: the first k rows of each parameter view}) of the last clipped_example_sums
+
+    def sgd(self, theta, bucket, *, epochs, batch, lr, gen, shuffle, active, adam):
+        if adam is not None:
+            return super().sgd(theta, bucket, epochs=epochs, batch=batch, lr=lr, gen=gen, shuffle=shuffle,
+                               active=active, adam=adam)
+        return _mlp_sgd_epochs(self.fm, self.plan, theta, bucket, epochs=epochs, batch=batch, lr=lr, gen=gen,
+                               shuffle=shuffle, active=active)
 
     def sgd_step(self, params, part, k, Xb, yb, m, masks, lr, adam):
+        """Adam's step (`sgd` runs the plain SGD steps itself), or one plain SGD step."""
+        plan, views = self.plan, list(part.values())
         if adam is None:
-            _mlp_sgd_step(self.fm, part, Xb, yb, m, masks, lr)
+            dt = views[0].dtype
+            _mlp_step(plan, views, Xb, _onehot(plan, yb, dt), _row_weights(m, dt, True), masks, lr)
             return
-        adam.step(k, params, _mlp_mean_grads(self.fm, part, Xb, yb, m, masks))
+        adam.step(k, params, dict(zip(self.fm.names, _mlp_mean_grads(plan, views, Xb, yb, m, masks))))
 
     def mean_grads(self, theta, bucket, gen):
         fm = self.fm
         masks = self._masks(bucket.mask.shape, gen, theta.device)
-        return fm.join(_mlp_mean_grads(fm, fm.split(theta), bucket.X, bucket.y, bucket.mask, masks))
+        return _join(_mlp_mean_grads(self.plan, list(fm.split(theta).values()), bucket.X, bucket.y, bucket.mask,
+                                     masks))
 
     def clipped_example_sums(self, theta, k, Xb, yb, m, gen, clip):
-        fm = self.fm
-        params = fm.views(theta)  # per-parameter views of the flat rows
-        return fm.join(_mlp_clipped_sum(fm, {n: v[:k] for n, v in params.items()}, Xb, yb, m,
-                                        fm.draw_masks(m.shape, gen, theta.device), clip))
+        # per-parameter views of the flat rows, made once per θ (dp_sgd updates one θ in place) and active prefix
+        if self._views is None or self._views[0] is not theta:
+            self._views = (theta, {})
+        views = self._views[1]
+        if k not in views:
+            views[k] = [v[:k] for v in self.fm.views(theta).values()]
+        return _mlp_clipped_sum(self.plan, views[k], Xb, yb, m, self.fm.draw_masks(m.shape, gen, theta.device), clip)
 
     def outputs(self, theta, X, chunk):
-        fm = self.fm
-        params = fm.views(theta)
-        parts = [_mlp_forward(fm, params, X[:, a: a + chunk], None) for a in range(0, X.shape[1], chunk)]
+        part = list(self.fm.views(theta).values())
+        parts = [_mlp_forward(self.plan, part, X[:, a: a + chunk], None) for a in range(0, X.shape[1], chunk)]
         return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
 
     def clipped_mean_grad_sums(self, theta, bucket, run_of, weights, clip, gen, chunk_rows):
@@ -575,7 +699,7 @@ class MlpPath(_ModulePath):
         X, y = lay(bucket.X), lay(bucket.y)
         row_w = lay(bucket.mask.to(dt) / bucket.counts.clamp(min=1).to(dt)[:, None])  # the mean over the pair's rows
         masks = None if masks is None else [lay(m) for m in masks]
-        params = fm.split(theta)
+        part = list(fm.split(theta).values())
         total = torch.zeros_like(theta)
         step = max(1, chunk_rows // n)  # slots per chunk: ~chunk_rows rows per run, activations that stay in the cache
         for s0 in range(0, slots, step):
@@ -584,6 +708,6 @@ class MlpPath(_ModulePath):
             def rows(t):  # (R, slots, n, ...) -> this chunk's (R, c·n, ...)
                 return t[:, s0: s0 + c].reshape(R, c * n, *t.shape[3:])
 
-            total += _clipped_chunk(fm, params, rows(X), rows(y), rows(row_w),
+            total += _clipped_chunk(self.plan, part, rows(X), rows(y), rows(row_w),
                                     None if masks is None else [rows(m) for m in masks], w[:, s0: s0 + c], n, clip)
         return total

@@ -87,7 +87,7 @@ class TestEvaluation(Evaluation):
 def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     import torch
 
-    from dpfl.fl.device import describe, resolve_device
+    from dpfl.fl.device import describe, keep_freed_memory, resolve_device
     from dpfl.fl.engine import FreezeNonFinite, progress_rounds, run_rounds
     from dpfl.fl.gradients import FlatModel
     from dpfl.io import Progress
@@ -103,6 +103,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     hyper = method.hyper_params(p["hyper"][method.hyper])
     impl = p["implementation"]
     device = resolve_device(job.device)
+    keep_freed_memory()  # the cell's process reuses the pages its steps free (speed only)
     seeds = list(p["seeds"])
     S, U, T, B = int(panel["silos"]), int(panel["users"]), int(p["rounds"]), int(p["batch"])
     sigma, delta, rate = float(p["sigma"]), float(p["delta"]), 1.0 if q is None else q
