@@ -266,7 +266,7 @@ def _summary_page(record: dict) -> str:
     for paper in PAPERS:
         part = record["papers"].get(paper)
         if part is None:
-            lines.append(f"| [{paper}]({paper}.md) | not recorded | | | | " + " | " * len(VERDICTS) + " |")
+            lines.append(f"| {paper} | not recorded | | | | " + " | " * len(VERDICTS) + " |")
             continue
         built = [e for e in part["entries"] if e["status"] == "built"]
         missing += [f"- {paper} {_name(e)}: {e['why']}" for e in part["entries"] if e["status"] != "built"]
