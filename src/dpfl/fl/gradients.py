@@ -515,6 +515,10 @@ class GradientPath(abc.ABC):
     functions of dpfl.fl.local (local_sgd, mean_grads, clipped_mean_grad_sums, dp_sgd, run_outputs) do what every
     path shares (eval mode, batching, sampling, noise) and hand the model-specific work to it."""
 
+    #: whether its gradients are computed without autograd, so DP-SGD's steps may run in inference mode (no view and
+    #: version bookkeeping on every small operation); torch.func's transforms need autograd
+    inference_ok = False
+
     def __init__(self, fm: FlatModel):
         self.fm = fm
 
@@ -549,6 +553,8 @@ class GradientPath(abc.ABC):
 
 class LinearPath(GradientPath):
     """A single linear score x·w + b (Heart, TCGA): closed-form gradients, no dropout, no module machinery."""
+
+    inference_ok = True
 
     def apply(self, params, X, masks=None):
         return X @ params["linear.weight"][0] + params["linear.bias"][0]
@@ -628,6 +634,8 @@ class MlpPath(_ModulePath):
     """A plain Sequential MLP with a ce/nll loss (Creditcard): the hand-written batched forward and backward passes
     above (fused in-place SGD updates, per-example clipped sums from activations, ULDP-SGD's aggregate without
     per-pair gradients), read through the model's `MlpPlan`."""
+
+    inference_ok = True
 
     def __init__(self, fm: FlatModel):
         super().__init__(fm)

@@ -113,11 +113,12 @@ def dp_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, b
     # records are a prefix too, and those without are never in a step
     holding = int((bucket.counts > 0).sum())
     active = [k for k in (min(k, holding) for k in active_pairs(bucket, batch)) if k > 0]
-    for _ in range(epochs):
-        for k in active:
-            idx, m = poisson_rows(bucket.counts[:k], q[:k], gen)
-            Xb, yb = gather_rows(bucket.X[:k], idx), gather_rows(bucket.y[:k], idx)
-            summed = fm.path.clipped_example_sums(theta, k, Xb, yb, m, gen, clip)  # (k, D); may draw dropout
-            noise = torch.randn((k, fm.dim), generator=gen, device=theta.device, dtype=theta.dtype)
-            theta[:k].sub_(summed.add_(noise, alpha=noise_std).div_(expected[:k]), alpha=lr)
+    with torch.inference_mode(fm.path.inference_ok):  # θ (made above) is updated in place: it stays a normal tensor
+        for _ in range(epochs):
+            for k in active:
+                idx, m = poisson_rows(bucket.counts[:k], q[:k], gen)
+                Xb, yb = gather_rows(bucket.X[:k], idx), gather_rows(bucket.y[:k], idx)
+                summed = fm.path.clipped_example_sums(theta, k, Xb, yb, m, gen, clip)  # (k, D); may draw dropout
+                noise = torch.randn((k, fm.dim), generator=gen, device=theta.device, dtype=theta.dtype)
+                theta[:k].sub_(summed.add_(noise, alpha=noise_std).div_(expected[:k]), alpha=lr)
     return theta
