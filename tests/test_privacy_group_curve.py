@@ -52,3 +52,23 @@ def test_parallel_composition_takes_the_worst_part_per_order():
     np.testing.assert_allclose(same, each[0], rtol=1e-12)  # identical disjoint parts cost one part
     with pytest.raises(ValueError, match="parallel"):
         group_epsilon_curve(parts, 1.1, 8, 4, 1e-5, parallel="sum")
+
+
+@pytest.mark.parametrize("k, orders", [(5, "mironov"), (20, "authors")])
+def test_kato2024_group_curves_equal_the_libraries_path_to_the_bit(monkeypatch, k, orders):
+    """A GROUP-k cell's ε after every round, nominal and certified (kato2024 epsilon_curves), is the same with the
+    vectorized series (dpfl.privacy.series) as with dp-accounting's and opacus's own loops."""
+    from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
+    from dpfl.privacy import rdp, series
+
+    def curves():
+        rdp._rdp_per_step_cached.cache_clear()
+        return epsilon_curves(BY_ID["uldp_group_8"], 12, 5.0, 1e-5, silo_records=[40, 25, 0, 13], batch=4, epochs=2,
+                              group_k=k, group_orders=orders)
+
+    fast = curves()
+    monkeypatch.setattr(series, "SAME_LIBRARIES", False)
+    slow = curves()
+    rdp._rdp_per_step_cached.cache_clear()
+    for a, b in zip(fast, slow):
+        assert np.array_equal(a.view(np.int64), b.view(np.int64))
