@@ -5,7 +5,6 @@ class, even/odd MNIST learnable but not trivial, creditcard per kato2024 §1.1).
 from __future__ import annotations
 
 import gzip
-import time
 from pathlib import Path
 
 import numpy as np
@@ -64,14 +63,11 @@ def test_mnist_standin_small_reads_with_the_real_loader(tmp_path):
     assert gzip.open(out / "train-images-idx3-ubyte.gz").read(4) == (2051).to_bytes(4, "big")
 
 
-def test_mnist_standin_full_size_fast_and_learnable(tmp_path):
-    """The real counts, under ~10 s, through acquire (stand-in) + prepare; even/odd is learnable by a linear model
-    but not trivially separable."""
+def test_mnist_standin_full_size_and_learnable(tmp_path):
+    """The real counts through acquire (stand-in) + prepare; even/odd is learnable by a linear model but not
+    trivially separable. (No time limit here: timings belong to dpfl bench, not to unit tests on shared machines.)"""
     cat = config.load_datasets(Path(__file__).resolve().parent.parent)
-    start = time.perf_counter()
     record = acquire("mnist", cat["mnist"], tmp_path / "raw" / "mnist", "standin")
-    seconds = time.perf_counter() - start
-    assert seconds < 20, seconds  # ~5-8 s on a laptop core; generous for loaded CI machines
     assert record["source"] == "standin" and sorted(f["name"] for f in record["files"]) == sorted(
         n for pair in mnist.FILES.values() for n in pair)
     arrays, meta = prepare("mnist", tmp_path / "raw" / "mnist")

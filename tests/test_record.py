@@ -52,7 +52,7 @@ def _png(path: Path, size: int) -> Path:
     rng = np.random.default_rng(0)
     fig = plt.figure(figsize=(size / 10, size / 10), dpi=10)
     fig.figimage(rng.random((size, size, 3)))
-    fig.savefig(path)
+    fig.savefig(path, dpi=10)  # size pixels a side, whatever savefig.dpi another test left in rcParams
     plt.close(fig)
     return path
 
