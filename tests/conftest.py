@@ -89,3 +89,18 @@ def tcga_arrays():
                 "centers": np.array([f"c{i}" for i in range(len(train))])}
 
     return make
+
+
+def masked_sequential_forward(net, x, masks=None):
+    """A Sequential's forward with explicit dropout masks (one per Dropout site, in order; None: no dropout), as the
+    small test MLPs with `dropout_sites` run it."""
+    import torch
+
+    site = 0
+    for layer in net:
+        if isinstance(layer, torch.nn.Dropout):
+            x = x if masks is None else x * masks[site]
+            site += 1
+        else:
+            x = layer(x)
+    return x

@@ -16,6 +16,7 @@ from dpfl.fl.device import keep_freed_memory
 from dpfl.fl.gradients import FlatModel, MlpPath, _ModulePath, _row_mean, fair_masks, keep_mask
 from dpfl.fl.local import dp_sgd, local_sgd
 from dpfl.models.nets import build_model
+from conftest import masked_sequential_forward
 
 
 class ReluDropMLP(nn.Module):
@@ -27,14 +28,7 @@ class ReluDropMLP(nn.Module):
                                  nn.GroupNorm(1, 6), nn.Dropout(0.5), nn.Linear(6, 3))
 
     def forward(self, x, masks=None):
-        site = 0
-        for layer in self.net:
-            if isinstance(layer, nn.Dropout):
-                x = x if masks is None else x * masks[site]
-                site += 1
-            else:
-                x = layer(x)
-        return x
+        return masked_sequential_forward(self.net, x, masks)
 
     def dropout_sites(self, rows):
         return [((rows, 6), 0.5), ((rows, 6), 0.5)]

@@ -35,6 +35,7 @@ from dpfl.fl.aggregate import weighted_clipped_sum
 from dpfl.papers.kato2024.federation import Federation
 from dpfl.papers.kato2024.training.rules import round_rule, silo_noise
 from dpfl.privacy.rdp import STANDARD_ORDERS
+from conftest import masked_sequential_forward
 
 
 def hyper_for(method, block: dict):
@@ -444,14 +445,7 @@ class TinySeqMLP(nn.Module):
                     layer.bias.uniform_(-0.3, 0.3)
 
     def forward(self, x, masks=None):
-        site = 0
-        for layer in self.net:
-            if isinstance(layer, nn.Dropout):
-                x = x if masks is None else x * masks[site]
-                site += 1
-            else:
-                x = layer(x)
-        return x
+        return masked_sequential_forward(self.net, x, masks)
 
     def dropout_sites(self, rows):
         return [((rows, 5), 0.5), ((rows, 5), 0.5)]
