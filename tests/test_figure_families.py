@@ -73,8 +73,12 @@ def test_every_hook_runs_on_the_configured_params(configs, scale, key):
         assert isinstance(datasets, tuple) and isinstance(allocations, tuple)
         for a in allocations:
             cfg.allocation(a)  # every allocation it reads is configured (raises ConfigError otherwise)
+        runs = {c: lay.cell_runs(params, c) for c in cells}
+        assert all(r and len(set(r)) == len(r) for r in runs.values()), (key, mode)
+        assert len({r for rs in runs.values() for r in rs}) == sum(map(len, runs.values())), (key, mode)
         reused = lay.reused_cells(params)
-        assert set(reused) <= set(cells) and all(f in cfg.papers[paper]["figures"] for f in reused.values())
+        assert set(reused) <= {r for rs in runs.values() for r in rs}
+        assert all(f in cfg.papers[paper]["figures"] for f in reused.values())
         units = lay.bench_units(params)
         assert units is None or (isinstance(units[0], int) and units[0] >= 0 and isinstance(units[1], str))
         own = [jobs.cell_needs(cfg, paper, figure, cell, mode) for cell in cells]
@@ -139,6 +143,27 @@ def test_bench_times_the_reduced_run_of_the_full_job(monkeypatch):
     full = jobs.build_cell_job(cfg, "lowy2023", "fig4", "a-noisy_mb_sgd", "none")
     assert seen == [("fig4", "a-noisy_mb_sgd", {**full.params, "trials": 3})]
     assert dataclasses.replace(full, params=seen[0][2]).params["trials"] == 3
+
+
+def test_bench_times_the_runs_named_inside_a_panel_cell(monkeypatch, capsys):
+    """kato2024: `--cells d-default d-uldp_naive` times panel d's cell computing those two runs only, and prints
+    each run's seconds per round (the child's per-run loops) and the cell's."""
+    seen = []
+
+    def child(job, inputs, env, threads=1):
+        seen.append((job.cell, job.params["methods"]))
+        return {"phases": None, "seconds": 9.0, "loop_per_unit": 3.0, "runs": {"d-default": 1.0, "d-uldp_naive": 2.0},
+                "units": None, "configs": None, "per_eval": 0.0, "evals": 0, "gpu_peak_mb": None, "device": "cpu",
+                "peak_mb": 100.0}
+
+    monkeypatch.setattr(bench, "_run_child", child)
+    monkeypatch.setattr(bench, "_build_inputs", lambda *a: None)
+    bench.bench("kato2024", ["fig4"], ROOT, trials=2, cells=["d-default", "d-uldp_naive"], scale="paper")
+    assert seen == [("d", ["default", "uldp_naive"])]
+    out = capsys.readouterr().out
+    assert "fig4 d-default" in out and "fig4 d-uldp_naive" in out and "d (2 runs)" in out
+    with pytest.raises(bench.BenchError, match="runs inside cells: .*d-uldp_naive"):
+        bench.plan(config.load(ROOT, {"scale": "paper"}), "kato2024", ["fig4"], 1, ["d-nope"])
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -242,8 +267,8 @@ def test_a_figure_of_an_existing_family_is_one_registry_entry_and_its_yaml(proje
             cfg = config.load(project, {"scale": scale})
             assert "fig6b" in cfg.papers["kato2024"]["figures"]
             assert jobs.cell_ids(cfg, "kato2024", "fig6b", "none") == jobs.cell_ids(cfg, "kato2024", "fig6", "none")
-            job = jobs.build_cell_job(cfg, "kato2024", "fig6b", "a-uldp_avg", "none")
-            assert job.params == jobs.build_cell_job(cfg, "kato2024", "fig6", "a-uldp_avg", "none").params, scale
+            job = jobs.build_cell_job(cfg, "kato2024", "fig6b", "a", "none")
+            assert job.params == jobs.build_cell_job(cfg, "kato2024", "fig6", "a", "none").params, scale
             written = cfg.paper_file_params("kato2024", "fig6b", "none")
             assert (cfg.figure_params("kato2024", "fig6b", "none")["rounds"] < written["rounds"]) == (scale != "paper")
     finally:
@@ -257,8 +282,8 @@ def test_a_cell_reads_only_its_own_data(configs):
     for cell in jobs.cell_ids(cfg, "bietti2022", "fig2", "none"):
         datasets, _ = jobs.cell_needs(cfg, "bietti2022", "fig2", cell, "none")
         assert datasets == (("stackoverflow",) if cell.startswith("stackoverflow") else ("emnist",)), cell
-    assert {f for f, _ in jobs.cell_sources(cfg, "bietti2022", "fig1b", "none")} == {"fig2"}
-    _, allocations = jobs.cell_needs(cfg, "kato2024", "fig6", "a-uldp_avg", "none")
+    assert {(f, r) for f, _, r in jobs.cell_sources(cfg, "bietti2022", "fig1b", "none")} == {("fig2", None)}
+    _, allocations = jobs.cell_needs(cfg, "kato2024", "fig6", "a", "none")
     assert allocations
     panel = cfg.figure_params("kato2024", "fig6", "none")["panels"][0]
     assert all(f"{panel['distribution']}-U{panel['users']}-S{panel['silos']}-" in a for a in allocations)

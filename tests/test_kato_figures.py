@@ -1,6 +1,7 @@
-"""kato2024 training figures (Figs 4, 6-10a): the layout (cells, inputs, what each cell depends on), one cell run on a
-tiny TCGA-like fixture (rows, ε columns, determinism, a diverging run recorded as failed instead of crashing), the
-figure table's windows, and a smoke run of Fig 9 through Snakemake on the offline TCGA copy."""
+"""kato2024 training figures (Figs 4, 6-10a): the layout (one cell per panel, its runs, inputs, what each cell
+depends on), runs on a tiny TCGA-like fixture (rows, ε columns, determinism, a panel cell's table = its runs' tables
+computed apart, a diverging run recorded as failed instead of crashing), the figure table's windows, and a smoke run
+of Fig 9 through Snakemake on the offline TCGA copy."""
 
 from __future__ import annotations
 
@@ -39,14 +40,14 @@ PARAMS = {
 }
 
 
-def test_cells_are_panel_method_and_sampling_rate():
-    cells = LAYOUT.cells(PARAMS)
-    assert cells[:6] == ["a-default", "a-uldp_group_2", "a-uldp_sgd", "a-uldp_avg", "a-uldp_avg_w",
-                         "a-uldp_avg_ws-q0.5"]
-    assert len(cells) == 12
-    assert layout.parse_cell("b-uldp_avg_ws-q0.5") == ("b", "uldp_avg_ws", 0.5)
+def test_cells_are_panels_and_their_runs_methods_and_sampling_rates():
+    assert LAYOUT.cells(PARAMS) == ["a", "b"]
+    assert LAYOUT.cell_runs(PARAMS, "a") == ["a-default", "a-uldp_group_2", "a-uldp_sgd", "a-uldp_avg", "a-uldp_avg_w",
+                                             "a-uldp_avg_ws-q0.5"]
+    assert len(LAYOUT.cell_runs(PARAMS, "b")) == 6
+    assert layout.parse_run("b-uldp_avg_ws-q0.5") == ("b", "uldp_avg_ws", 0.5)
     with pytest.raises(ValueError, match="uldp_avg_x"):
-        layout.parse_cell("a-uldp_avg_x")
+        layout.parse_run("a-uldp_avg_x")
 
 
 def test_needs_one_allocation_per_panel_and_seed():
@@ -56,14 +57,25 @@ def test_needs_one_allocation_per_panel_and_seed():
                            "kato2024-tcga_brca/zipf-U6-S2-seed0", "kato2024-tcga_brca/zipf-U6-S2-seed1")
 
 
-def test_a_cell_depends_only_on_its_method_and_panel():
-    own, _ = LAYOUT.cell_params(PARAMS, {}, "a-uldp_avg")
-    other = {**PARAMS, "hyper": {**PARAMS["hyper"], "sgd": {"eta_g": 1.0, "clip": 0.5}},
-             "panels": [PARAMS["panels"][0], {**PARAMS["panels"][1], "users": 9}]}
-    assert LAYOUT.cell_params(other, {}, "a-uldp_avg")[0] == own
+def test_a_cell_depends_only_on_its_panel_and_a_run_on_its_method():
+    own, _ = LAYOUT.cell_params(PARAMS, {}, "a")
+    other = {**PARAMS, "panels": [PARAMS["panels"][0], {**PARAMS["panels"][1], "users": 9}],
+             "hyper": {**PARAMS["hyper"], "naive": {"eta_g": 1.0, "clip": 0.5, "eta_l": 0.1, "epochs": 1}}}
+    assert LAYOUT.cell_params(other, {}, "a")[0] == own  # another panel, a family none of its methods uses
+    assert own["methods"] == PARAMS["methods"] and own["sampling_rates"] == [0.5]
+    assert set(own["hyper"]) == {"fedavg", "group", "sgd", "avg"} and own["panels"] == [PARAMS["panels"][0]]
     changed = {**PARAMS, "hyper": {**PARAMS["hyper"], "avg": {**PARAMS["hyper"]["avg"], "clip": 0.2}}}
-    assert LAYOUT.cell_params(changed, {}, "a-uldp_avg")[0] != own
-    assert LAYOUT.cell_params(PARAMS, {}, "a-uldp_avg_ws-q0.5")[0]["sampling_rates"] == [0.5]
+    assert LAYOUT.cell_params(changed, {}, "a")[0] != own
+    # one run (what reuse_cells compares across figures): its method's family only
+    run, _ = LAYOUT.runs_params(PARAMS, {}, "a", ["a-uldp_avg"])
+    assert run["methods"] == ["uldp_avg"] and set(run["hyper"]) == {"avg"} and "sampling_rates" not in run
+    sgd = {**PARAMS, "hyper": {**PARAMS["hyper"], "sgd": {"eta_g": 1.0, "clip": 0.5}}}
+    assert LAYOUT.runs_params(sgd, {}, "a", ["a-uldp_avg"])[0] == run
+    assert LAYOUT.runs_params(changed, {}, "a", ["a-uldp_avg"])[0] != run
+    assert LAYOUT.runs_params(PARAMS, {}, "a", ["a-uldp_avg_ws-q0.5"])[0]["sampling_rates"] == [0.5]
+    assert LAYOUT.runs_params(PARAMS, {}, "a", LAYOUT.cell_runs(PARAMS, "a")) == LAYOUT.cell_params(PARAMS, {}, "a")
+    with pytest.raises(ValueError, match="not runs of panel 'a'"):
+        LAYOUT.runs_params(PARAMS, {}, "a", ["b-uldp_avg"])
 
 
 # ------------------------------------------------------------------------------------------ one cell
@@ -93,26 +105,29 @@ def fixture(tmp_path_factory):
     return {"prepared": {"tcga_brca": str(d / "tcga_brca.npz")}, "allocations": allocations}
 
 
-def job(cell: str, params=PARAMS) -> CellJob:
-    own, settings = LAYOUT.cell_params(params, {}, cell)
-    return CellJob(paper="kato2024", figure="figX", cell=cell, mode="none", scale="smoke", seed=0, device="cpu",
+def job(name: str, params=PARAMS) -> CellJob:
+    """The job of panel cell `name` ("a"), or of its panel cell computing only run `name` ("a-uldp_avg")."""
+    panel = name.split("-")[0]
+    own, settings = (LAYOUT.cell_params(params, {}, panel) if name == panel
+                     else LAYOUT.runs_params(params, {}, panel, [name]))
+    return CellJob(paper="kato2024", figure="figX", cell=panel, mode="none", scale="smoke", seed=0, device="cpu",
                    params=own, settings=settings)
 
 
 @pytest.mark.parametrize("cell", ["a-uldp_avg", "b-uldp_group_2", "a-uldp_avg_ws-q0.5", "b-default", "a-uldp_sgd"])
 def test_cell_rows_and_privacy_columns(fixture, cell):
     df = run_cell(job(cell), fixture, lambda *a: None)
-    assert len(df) == 2 * 3 and sorted(df["seed"].unique()) == [0, 1]
+    assert len(df) == 2 * 3 and sorted(df["seed"].unique()) == [0, 1] and (df["run"] == cell).all()
     assert df["round"].tolist() == [1, 1, 2, 2, 3, 3] or sorted(df["round"]) == [1, 1, 2, 2, 3, 3]
     assert df["utility"].between(0, 1).all() and np.isfinite(df["test_loss"]).all() and not df["failed"].any()
-    method = BY_ID[layout.parse_cell(cell)[1]]
+    method = BY_ID[layout.parse_run(cell)[1]]
     if not method.private:
         assert df["eps"].isna().all()
         return
     eps = df.sort_values(["seed", "round"]).groupby("seed")["eps"].apply(list)
     assert (np.diff(eps.iloc[0]) > 0).all()  # ε grows every round
     if method.family != "group":  # user level: the same curve for every seed, from the accountant
-        q = layout.parse_cell(cell)[2] or 1.0
+        q = layout.parse_run(cell)[2] or 1.0
         want, _ = epsilon_curves(method, 3, 5.0, 1e-5, q=q)
         np.testing.assert_allclose(eps.iloc[0], want, rtol=1e-12)
     assert (df["eps_certified"] >= df["eps"] - 1e-12).all()
@@ -122,6 +137,21 @@ def test_same_job_gives_identical_numbers(fixture):
     a = run_cell(job("b-uldp_avg_w"), fixture, lambda *a: None).drop(columns="seconds_per_round")
     b = run_cell(job("b-uldp_avg_w"), fixture, lambda *a: None).drop(columns="seconds_per_round")
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_panel_cell_is_its_runs_computed_apart(fixture):
+    """A panel cell runs its methods one after another in one process: its table is exactly the concatenation of
+    the runs computed one by one (in another order, so that nothing one run leaves behind, e.g. a generator, a
+    cached object or the global RNG, changes the next), and it logs which run it is at."""
+    lines = []
+    panel = run_cell(job("a"), fixture, lines.append)
+    runs = LAYOUT.cell_runs(PARAMS, "a")
+    assert list(dict.fromkeys(panel["run"])) == runs
+    assert [line for line in lines if line.startswith("run ")] == [f"run {i}/6: {r}" for i, r in enumerate(runs, 1)]
+    apart = {r: run_cell(job(r), fixture, lambda *a: None) for r in reversed(runs)}
+    want = pd.concat([apart[r] for r in runs], ignore_index=True)
+    pd.testing.assert_frame_equal(panel.drop(columns="seconds_per_round"), want.drop(columns="seconds_per_round"))
+    assert panel.groupby("run", sort=False)["seconds_per_round"].nunique().eq(1).all()  # one per run
 
 
 def test_a_diverging_run_is_recorded_as_failed_not_a_crash(fixture, monkeypatch):
@@ -150,7 +180,7 @@ def test_a_diverging_run_is_recorded_as_failed_not_a_crash(fixture, monkeypatch)
 
 
 def test_table_has_round_final_and_early_windows(fixture):
-    tables = [run_cell(job(c), fixture, lambda *a: None).assign(cell=c) for c in ("a-uldp_avg", "a-uldp_avg_w")]
+    tables = [run_cell(job(c), fixture, lambda *a: None).assign(cell="a") for c in ("a-uldp_avg", "a-uldp_avg_w")]
     t = curves(PARAMS, tables, lambda *a: None)
     assert set(t["window"]) == {"round", "final", "early", "by_silos"}
     gap = t[t["quantity"] == "loss_gap"]  # final test loss AVG − AVG-w, x = S (claims C-K8a/b)
@@ -185,26 +215,59 @@ def test_fig9_smoke_run_builds_figure_claims_and_report(tmp_path):
     assert sidecar["data_source"] == "real" and sidecar["device"]["cells_ran_on"] == ["cpu"]
     assert sidecar["cells_training_seconds"] > 0
     assert "seconds_per_round" not in table.columns  # measured seconds live in the cells' timing sidecars
-    assert all((d / "cells" / f"{c}.timing.json").exists() for c in ("a-uldp_avg", "b-uldp_avg_w"))
+    timing = json.loads((d / "cells" / "b.timing.json").read_text())  # one cell per panel, its runs timed apart
+    assert list(timing["runs"]) == ["b-uldp_avg", "b-uldp_avg_w"] and (d / "cells" / "a.timing.json").exists()
+    assert timing["seconds_per_round"] == pytest.approx(sum(r["seconds_per_round"] for r in timing["runs"].values()))
     claims = json.loads((d / "claims.json").read_text())["claims"]
     assert [c["id"] for c in claims] == ["C-K9"] and claims[0]["verdict"] in {"pass", "fail", "inconclusive"}
     assert "C-K9" in (project / "results/report/index.html").read_text()
 
 
 def test_fig10a_reads_fig8s_identical_run_and_computes_its_own_when_they_differ():
-    """Spec §7: Fig 10(a)'s q = 1 curve is Fig 8's (S = 5, zipf) ULDP-AVG-w run: built once, read by both tables;
-    if a setting of either is edited so that the jobs differ, Fig 10(a) computes its own."""
+    """Spec §7: Fig 10(a)'s q = 1 curve is Fig 8's (S = 5, zipf) ULDP-AVG-w run: built once in Fig 8's panel cell b,
+    whose rows of that run Fig 10(a)'s table reads, while Fig 10(a)'s panel cell b computes only the ULDP-AVG-ws runs;
+    if a setting of either is edited so that the runs differ, Fig 10(a)'s cell computes its own."""
     import copy
 
     from dpfl import jobs
     from dpfl.config import load
 
     cfg = load(ROOT, {"scale": "smoke"})
-    assert jobs.cell_sources(cfg, "kato2024", "fig10a", "none")[0] == ("fig8", "b-uldp_avg_w")
-    assert all(f == "fig10a" for f, _ in jobs.cell_sources(cfg, "kato2024", "fig10a", "none")[1:])
+    rates = cfg.figure_params("kato2024", "fig10a", "none")["sampling_rates"]
+    assert jobs.cell_sources(cfg, "kato2024", "fig10a", "none") == [("fig8", "b", ("b-uldp_avg_w",)),
+                                                                   ("fig10a", "b", None)]
+    own = jobs.build_cell_job(cfg, "kato2024", "fig10a", "b", "none").params
+    assert own["methods"] == ["uldp_avg_ws"] and own["sampling_rates"] == rates
+    assert jobs.build_cell_job(cfg, "kato2024", "fig8", "b", "none").params["methods"] == ["uldp_avg", "uldp_avg_w"]
     edited = copy.deepcopy(cfg)
     edited.papers["kato2024"]["figures"]["fig8"]["params"]["hyper"]["avg"]["clip"] = 0.5
-    assert jobs.cell_sources(edited, "kato2024", "fig10a", "none")[0] == ("fig10a", "b-uldp_avg_w")
+    assert jobs.cell_sources(edited, "kato2024", "fig10a", "none") == [("fig10a", "b", None)]
+    assert jobs.build_cell_job(edited, "kato2024", "fig10a", "b", "none").params["methods"] == ["uldp_avg_w",
+                                                                                              "uldp_avg_ws"]
+
+
+def test_the_table_reads_the_borrowed_runs_rows_and_their_loop_seconds(tmp_path):
+    """dpfl.stages.table: a cell table read for some of its runs gives only their rows, and only their round loops
+    count in the figure's training seconds (dpfl.stages.cell.cell_timing: per run, and their sum)."""
+    from dpfl import paths
+    from dpfl.io import write_json
+    from dpfl.stages.cell import cell_timing
+    from dpfl.stages.table import _round_loop_seconds, read_cell_table
+
+    df = pd.DataFrame({"run": ["b-uldp_avg"] * 2 + ["b-uldp_avg_w"] * 2, "round": [1, 2, 1, 2], "y": [1, 2, 3, 4],
+                       "seconds_per_round": [0.5, 0.5, 2.0, 2.0]})
+    timing = cell_timing(df)
+    assert timing == {"seconds_per_round": 2.5, "rounds": 2,
+                      "runs": {"b-uldp_avg": {"seconds_per_round": 0.5, "rounds": 2},
+                               "b-uldp_avg_w": {"seconds_per_round": 2.0, "rounds": 2}}}
+    path = tmp_path / "b.parquet"
+    df.drop(columns="seconds_per_round").to_parquet(path)
+    write_json(timing, paths.cell_timing(str(path)))
+    assert read_cell_table(str(path), ("b-uldp_avg_w",))["y"].tolist() == [3, 4]
+    assert len(read_cell_table(str(path))) == 4
+    assert _round_loop_seconds(str(path), ("b-uldp_avg_w",)) == 4.0 and _round_loop_seconds(str(path)) == 5.0
+    with pytest.raises(ValueError, match="no rows of run b-uldp_sgd"):
+        read_cell_table(str(path), ("b-uldp_sgd",))
 
 
 @pytest.mark.parametrize("cell, block", [("a-uldp_avg", "avg"), ("b-uldp_group_2", "group"), ("a-uldp_sgd", "sgd")])
@@ -215,7 +278,7 @@ def test_a_private_method_without_clip_stops_with_the_method_and_the_key(fixture
 
     params = {**PARAMS, "hyper": {**PARAMS["hyper"], block: {k: v for k, v in PARAMS["hyper"][block].items()
                                                              if k != "clip"}}}
-    label = BY_ID[layout.parse_cell(cell)[1]].label
+    label = BY_ID[layout.parse_run(cell)[1]].label
     with pytest.raises(HyperError, match=rf"{label}.*params\.hyper\.{block} lacks 'clip'"):
         run_cell(job(cell, params), fixture, lambda *a: None)
 

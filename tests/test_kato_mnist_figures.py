@@ -23,21 +23,26 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_fig5_cells_and_fig10b_reads_fig5s_identical_run():
     cfg = load(ROOT, {"scale": "quick"})
     cells = jobs.cell_ids(cfg, "kato2024", "fig5", "none")
-    assert len(cells) == 6 * 8 and not any("uldp_naive" in c for c in cells)
+    runs = jobs.cell_runs(cfg, "kato2024", "fig5", "none")
+    assert cells == list("abcdef") and len(runs) == 6 * 8 and not any("uldp_naive" in r for r in runs)
     sources = jobs.cell_sources(cfg, "kato2024", "fig10b", "none")
-    assert sources[0] == ("fig5", "e-uldp_avg_w")  # q = 1 is Fig 5's run (spec §7: deduplicate)
-    assert [c for f, c in sources[1:]] == ["e-uldp_avg_ws-q0.1", "e-uldp_avg_ws-q0.3", "e-uldp_avg_ws-q0.5"]
+    # q = 1 is Fig 5's run, read from Fig 5's panel cell e (spec §7: deduplicate); Fig 10(b)'s cell e computes the rest
+    assert sources == [("fig5", "e", ("e-uldp_avg_w",)), ("fig10b", "e", None)]
+    assert jobs.cell_runs(cfg, "kato2024", "fig10b", "none") == {
+        r: "e" for r in ["e-uldp_avg_w", "e-uldp_avg_ws-q0.1", "e-uldp_avg_ws-q0.3", "e-uldp_avg_ws-q0.5"]}
+    assert jobs.build_cell_job(cfg, "kato2024", "fig10b", "e", "none").params["methods"] == ["uldp_avg_ws"]
     # the U = 10000 panels take ULDP-AVG's η_g = 100 from their own override; U = 100 keeps the figure's 10
     fig5 = cfg.figure_params("kato2024", "fig5", "none")
-    own_e, _ = LAYOUT.cell_params(fig5, {}, "e-uldp_avg_w")
-    own_b, _ = LAYOUT.cell_params(fig5, {}, "b-uldp_avg_w")
+    own_e, _ = LAYOUT.cell_params(fig5, {}, "e")
+    own_b, _ = LAYOUT.cell_params(fig5, {}, "b")
     assert own_e["hyper"]["avg"]["eta_g"] == 100.0 and own_b["hyper"]["avg"]["eta_g"] == 10.0
     assert own_e["hyper"]["avg"]["clip"] == 0.1 and "hyper" not in own_e["panels"][0]
-    assert LAYOUT.cell_params(fig5, {}, "e-default")[0]["hyper"] == {"fedavg": fig5["hyper"]["fedavg"]}
-    # editing Fig 10(b)'s ULDP-AVG so that the jobs differ: it computes its own q = 1 run
+    assert own_e["hyper"]["fedavg"] == fig5["hyper"]["fedavg"]
+    assert LAYOUT.runs_params(fig5, {}, "e", ["e-default"])[0]["hyper"] == {"fedavg": fig5["hyper"]["fedavg"]}
+    # editing Fig 10(b)'s ULDP-AVG so that the runs differ: it computes its own q = 1 run
     edited = copy.deepcopy(cfg)
     edited.papers["kato2024"]["figures"]["fig10b"]["params"]["hyper"]["avg"]["eta_g"] = 50.0
-    assert jobs.cell_sources(edited, "kato2024", "fig10b", "none")[0] == ("fig10b", "e-uldp_avg_w")
+    assert jobs.cell_sources(edited, "kato2024", "fig10b", "none") == [("fig10b", "e", None)]
 
 
 def test_reduced_scale_subsamples_mnist_and_says_so():

@@ -1,7 +1,8 @@
 """Speed and memory benchmark of the experiment figures at paper scale (not a test: it prints numbers).
 
 For each figure and each of its cells, a reduced run (the figure layout's `bench_params`: lowy2023 one trial,
-kato2024 every seed for two rounds) runs in a fresh subprocess with the paper-scale settings
+kato2024 every seed for two rounds) runs in a fresh subprocess (a kato2024 training cell is a panel: its runs, one per
+method, are timed one by one inside it, and `--cells` may name runs, e.g. `a-default`) with the paper-scale settings
 (config/papers/<paper>.yaml, scale `paper`); we report its seconds per unit of work (`bench_units`: a trial, or a
 round), the peak resident memory of that process, and the projected time of the whole figure (units × Σ cells),
 on one core and with the cells spread over the available cores as Snakemake runs them.
@@ -28,6 +29,10 @@ run = resolve(FIGURES[(job.paper, job.figure)].cell)  # imports outside the time
 t = time.perf_counter()
 df = run(job, inputs, lambda *a: None)
 loop = float(df["seconds_per_round"].iloc[0]) if "seconds_per_round" in df else None  # the round loop alone
+runs = None
+if "run" in df and "seconds_per_round" in df:  # a cell of several runs (kato2024's panels): each run's own loop
+    runs = {str(k): float(d["seconds_per_round"].iloc[0]) for k, d in df.groupby("run", sort=False)}
+    loop = sum(runs.values())
 units = int(df["rounds_from_epochs"].iloc[0]) if "rounds_from_epochs" in df else None  # T set by the data
 configs = len(df[["a", "eta"]].drop_duplicates()) if {"a", "eta"} <= set(df.columns) else None  # a batch of configs
 per_eval = float(df["seconds_per_evaluation"].iloc[0]) if "seconds_per_evaluation" in df else 0.0  # evaluations apart
@@ -35,7 +40,8 @@ evals = int(df["evaluations"].iloc[0]) if "evaluations" in df else 0
 phases = df.groupby("phase")["seconds"].mean().to_dict() if {"phase", "seconds"} <= set(df.columns) else None
 if phases and "round" in df and (df["round"] > 1).any():  # later rounds apart (the first may pay one-off costs)
     phases.update({f"{k} (rounds ≥ 2)": v for k, v in df[df["round"] > 1].groupby("phase")["seconds"].mean().items()})
-print(json.dumps({"phases": phases, "seconds": time.perf_counter() - t, "loop_per_unit": loop, "units": units,
+print(json.dumps({"phases": phases, "seconds": time.perf_counter() - t, "loop_per_unit": loop, "runs": runs,
+                  "units": units,
                   "configs": configs, "per_eval": per_eval, "evals": evals,
                   "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
                   "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
@@ -72,11 +78,30 @@ def plan(cfg, paper: str, figures: list[str] | None, trials: int, cells: list[st
     figs = figures or configured
     if cells:
         known = {c for f in figs for c in jobs.cell_ids(cfg, paper, f, "none")}
-        missing = [c for c in cells if c not in known]
+        runs = {r for f in figs for r in jobs.cell_runs(cfg, paper, f, "none")} - known
+        missing = [c for c in cells if c not in known | runs]
         if missing:
+            also = f"; runs inside cells: {', '.join(sorted(runs))}" if runs else ""
             raise BenchError(f"no cell {', '.join(map(repr, missing))} in {paper} {', '.join(figs)}; cells: "
-                             f"{', '.join(sorted(known)) or 'none (analytic figures)'}")
+                             f"{', '.join(sorted(known)) or 'none (analytic figures)'}{also}")
     return figs
+
+
+def selected(cfg, paper: str, figure: str, cells: list[str] | None) -> dict[str, list[str] | None]:
+    """{cell: the runs to time, None for the runs its job computes}: every cell, or those `cells` names, whole, or
+    the runs it names inside a cell of several runs (kato2024: `a-default` inside panel `a`)."""
+    from dpfl import jobs
+
+    cell_of = jobs.cell_runs(cfg, paper, figure, "none")
+    out = {}
+    for cell in jobs.cell_ids(cfg, paper, figure, "none"):
+        if not cells or cell in cells:
+            out[cell] = None
+        else:
+            chosen = [r for r, c in cell_of.items() if c == cell and r in cells]
+            if chosen:
+                out[cell] = chosen
+    return out
 
 
 def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, cores: int = 2,
@@ -102,7 +127,7 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
             print(f"{figure}: nothing to time (its cells only count or arrange records); skipped")
             continue
         full_units, unit = lay.bench_units(params)
-        todo = [c for c in jobs.cell_ids(cfg, paper, figure, "none") if not cells or c in cells]
+        todo = selected(cfg, paper, figure, cells)
         if not todo:
             continue
         datasets, allocations = jobs.needs(cfg, paper, figure, "none")
@@ -113,8 +138,8 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
         if missing:
             _build_inputs(root, missing, cores, scale)
         rows, phases = [], {}
-        for cell in todo:
-            full = jobs.build_cell_job(cfg, paper, figure, cell, "none")
+        for cell, runs in todo.items():
+            full = jobs.build_cell_job(cfg, paper, figure, cell, "none", runs=runs)
             job = dataclasses.replace(full, params=lay.bench_params(full.params, trials))
             r = _run_child(job, inputs, env, threads)
             # a cell that times its own loop (kato2024: seconds per round) is projected as setup + loop × units;
@@ -136,7 +161,11 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
             what = f"setup, accounting and {evals} evaluations" if evals else "setup and accounting"
             if r.get("gpu_peak_mb") is not None:
                 what += f"; GPU peak {r['gpu_peak_mb']:.0f} MiB on {r['device']}"
-            print(f"  {figure} {cell:28s} {per_unit:8.2f} s/{unit}{per_seed}  + {setup:6.1f} s {what}"
+            for run, loop in (r.get("runs") or {}).items():  # a cell of several runs: each one's loop
+                each = f" ({loop / seeds:7.2f} s/{unit} per seed)" if seeds > 1 else ""
+                print(f"  {figure} {run:28s} {loop:8.2f} s/{unit}{each}", flush=True)
+            name = f"{cell} ({len(r['runs'])} runs)" if r.get("runs") else cell
+            print(f"  {figure} {name:28s} {per_unit:8.2f} s/{unit}{per_seed}  + {setup:6.1f} s {what}"
                   f"   peak {r['peak_mb']:7.0f} MiB", flush=True)
         side_by_side = lay.bench_side_by_side(phases) if phases else []
         if side_by_side:

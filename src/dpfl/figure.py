@@ -38,9 +38,25 @@ class FigureLayout(ABC):
         Default: the figure's `needs`."""
         return self.needs(params)
 
+    def cell_runs(self, params: dict, cell: str) -> list[str]:
+        """The runs one cell computes, in order. A run is what another figure may share (`reused_cells`) and what
+        `dpfl bench --cells` may select inside a cell; a cell of several runs (kato2024: a panel, one run per method
+        and sampling rate, in one process) marks each row of its table with its run in a `run` column, and its
+        wall-clock columns per run (dpfl.stages.cell). Default: [cell] (a cell is one run)."""
+        return [cell]
+
+    def runs_params(self, params: dict, paper_settings: dict, cell: str, runs: list[str]) -> tuple[dict, dict]:
+        """(params, paper settings) of `cell` computing only `runs` (a non-empty part of `cell_runs`, in its order):
+        the job of a cell some of whose runs another figure computes (`reused_cells`), or a benchmark of some runs;
+        for one run, what dpfl.jobs compares to decide that two figures' runs are the same. With every run it equals
+        `cell_params`. Default: `cell_params` (a cell of one run)."""
+        return self.cell_params(params, paper_settings, cell)
+
     def reused_cells(self, params: dict) -> dict[str, str]:
-        """{cell: figure}: cells that are the same run as that figure's cell of the same name; dpfl.jobs.cell_sources
-        reads them there when both jobs are identical. Default: none."""
+        """{run: figure}: runs (`cell_runs`; a cell id where a cell is one run) that are the same run as that figure's
+        run of the same name; dpfl.jobs.cell_sources reads them from that figure's cell (its rows of that run) when
+        both runs' params are identical (`runs_params`), and the figure's own cell then leaves them out. Default:
+        none."""
         return {}
 
     def timed_cell(self, params: dict) -> bool:

@@ -52,25 +52,70 @@ def cell_ids(cfg, paper: str, figure: str, mode: str) -> list[str]:
     return list(layout(paper, figure).cells(cfg.figure_params(paper, figure, mode)))
 
 
-def cell_sources(cfg, paper: str, figure: str, mode: str) -> list[tuple[str, str]]:
-    """(figure, cell) whose table each of the figure's cells reads: its own, or, where the layout declares that a
-    cell is the same run as another figure's (`reused_cells`, e.g. kato2024 Fig 10(a)'s q = 1 curve is Fig 8's
-    S = 5 zipf ULDP-AVG-w run), that figure's cell, provided both jobs are identical in everything but the figure
-    name (otherwise the figure computes its own). An analytic figure has none."""
+def cell_runs(cfg, paper: str, figure: str, mode: str) -> dict[str, str]:
+    """{run: cell} of every run of the figure's cells (the layout's `cell_runs`), in order."""
     if FIGURES[(paper, figure)].layout is None:
-        return []
+        return {}
+    lay, params = layout(paper, figure), cfg.figure_params(paper, figure, mode)
+    return {run: cell for cell in lay.cells(params) for run in lay.cell_runs(params, cell)}
+
+
+def _run_params(cfg, paper: str, figure: str, cell: str, run: str, mode: str) -> tuple[dict, dict]:
+    return layout(paper, figure).runs_params(cfg.figure_params(paper, figure, mode), cfg.paper_settings(paper), cell,
+                                             [run])
+
+
+def borrowed_runs(cfg, paper: str, figure: str, mode: str, _seen: frozenset = frozenset()) -> dict[str, tuple]:
+    """{run: (figure, cell)}: the figure's runs that another figure's cell computes, which its own cells leave out.
+    A run the layout declares the same as another figure's (`reused_cells`, e.g. kato2024 Fig 10(a)'s q = 1 curve
+    is Fig 8's S = 5 zipf ULDP-AVG-w run) is borrowed when that figure is configured, has a run of that name, and both
+    runs' params are identical (`runs_params` of the one run; otherwise the figure computes its own); a run that
+    figure borrows in turn is read where it is computed."""
+    if FIGURES[(paper, figure)].layout is None:
+        return {}
     reused = layout(paper, figure).reused_cells(cfg.figure_params(paper, figure, mode))
     configured = cfg.papers[paper].get("figures", {})
-    available = {f: set(cell_ids(cfg, paper, f, mode)) if f in configured else set() for f in set(reused.values())}
+    mine = cell_runs(cfg, paper, figure, mode)
+    out = {}
+    for run, source in reused.items():
+        if run not in mine or source not in configured or source == figure or source in _seen:
+            continue
+        theirs = cell_runs(cfg, paper, source, mode)
+        if run not in theirs or (_run_params(cfg, paper, figure, mine[run], run, mode)
+                                 != _run_params(cfg, paper, source, theirs[run], run, mode)):
+            continue
+        onward = borrowed_runs(cfg, paper, source, mode, _seen | {figure})
+        out[run] = onward.get(run, (source, theirs[run]))
+    return out
+
+
+def computed_runs(cfg, paper: str, figure: str, cell: str, mode: str) -> list[str]:
+    """The runs the figure's own job of `cell` computes: its runs but the borrowed ones (`borrowed_runs`); all of
+    them when every one is borrowed (a job nothing reads, e.g. `dpfl bench`'s)."""
+    params = cfg.figure_params(paper, figure, mode)
+    runs = layout(paper, figure).cell_runs(params, cell)
+    borrowed = borrowed_runs(cfg, paper, figure, mode)
+    return [r for r in runs if r not in borrowed] or runs
+
+
+def cell_sources(cfg, paper: str, figure: str, mode: str) -> list[tuple[str, str, tuple[str, ...] | None]]:
+    """(figure, cell, runs) whose table each part of the figure's table reads, in the order of the figure's runs: its
+    own cells, and the runs it borrows from another figure's cell (`borrowed_runs`); `runs` None reads the whole
+    cell table, a tuple only the rows of those runs (its `run` column). An analytic figure has none."""
+    if FIGURES[(paper, figure)].layout is None:
+        return []
+    borrowed = borrowed_runs(cfg, paper, figure, mode)
+    parts: list[list] = []  # [figure, cell, [runs]] of consecutive runs read from one cell
+    for run, cell in cell_runs(cfg, paper, figure, mode).items():
+        source = borrowed.get(run, (figure, cell))
+        if parts and tuple(parts[-1][:2]) == source:
+            parts[-1][2].append(run)
+        else:
+            parts.append([*source, [run]])
     out = []
-    for cell in cell_ids(cfg, paper, figure, mode):
-        source = reused.get(cell)
-        if source and cell in available[source]:
-            mine, theirs = (build_cell_job(cfg, paper, f, cell, mode) for f in (figure, source))
-            if (mine.params, mine.settings) == (theirs.params, theirs.settings):
-                out.append((source, cell))
-                continue
-        out.append((figure, cell))
+    for f, c, runs in parts:
+        whole = runs == [r for r in computed_runs(cfg, paper, f, c, mode)]
+        out.append((f, c, None if whole else tuple(runs)))
     return out
 
 
@@ -88,14 +133,22 @@ def cell_needs(cfg, paper: str, figure: str, cell: str, mode: str) -> tuple[tupl
     return layout(paper, figure).cell_needs(cfg.figure_params(paper, figure, mode), cell)
 
 
-def build_cell_job(cfg, paper: str, figure: str, cell: str, mode: str) -> CellJob:
-    """The job of one cell from the resolved configuration `cfg` (dpfl.config.ProjectConfig); change a field with
-    dataclasses.replace (the benchmark sets its trials that way)."""
+def build_cell_job(cfg, paper: str, figure: str, cell: str, mode: str, runs: list[str] | None = None) -> CellJob:
+    """The job of one cell from the resolved configuration `cfg` (dpfl.config.ProjectConfig): the runs it computes
+    (`computed_runs`, or `runs`: the benchmark's choice); change a field with dataclasses.replace (the benchmark sets
+    its trials that way)."""
     known = cell_ids(cfg, paper, figure, mode)
     if cell not in known:
         raise ValueError(f"{paper}/{figure} has no cell {cell!r}; cells: {', '.join(known)}")
-    params, settings = layout(paper, figure).cell_params(cfg.figure_params(paper, figure, mode),
-                                                         cfg.paper_settings(paper), cell)
+    lay, params = layout(paper, figure), cfg.figure_params(paper, figure, mode)
+    every = lay.cell_runs(params, cell)
+    runs = computed_runs(cfg, paper, figure, cell, mode) if runs is None else list(runs)
+    if not runs or not set(runs) <= set(every):
+        raise ValueError(f"{paper}/{figure} cell {cell!r} has no runs {runs!r}; runs: {', '.join(every)}")
+    if runs == every:
+        params, settings = lay.cell_params(params, cfg.paper_settings(paper), cell)
+    else:
+        params, settings = lay.runs_params(params, cfg.paper_settings(paper), cell, [r for r in every if r in runs])
     g = cfg.globals
     return CellJob(paper=paper, figure=figure, cell=cell, mode=mode, scale=g["scale"], seed=g["seed"],
                    device=g["device"], params=params, settings=settings)

@@ -1,6 +1,7 @@
 # One figure = table (tidy table) -> plot (PNG/PDF + sidecar) -> claims (verdicts).
 # Experiment figures add cells before `table` (one job per cell, e.g. one method on one panel over
-# all trials), which read prepared datasets (data.smk) and configured allocations (rule allocate).
+# all trials, or a kato2024 panel with all its methods), which read prepared datasets (data.smk) and configured
+# allocations (rule allocate).
 # The rules are defined once per mode; the authors-code variant lives in <figure>/authors-code/.
 # Table assembly, plots, claims and the report take seconds (an analytic figure's table is its whole computation:
 # seconds at every scale; an experiment figure's aggregates its cells): under a cluster executor (profiles/slurm)
@@ -70,12 +71,22 @@ def _cell_ids(mode):
 
 
 def _cell_tables(mode):
-    """The cell tables a figure's table reads: its own cells, or another figure's identical run (jobs.cell_sources)."""
+    """The cell tables a figure's table reads: its own cells, or the cell of another figure that computes a run of
+    it (jobs.cell_sources)."""
     def tables(wildcards):
         figure_def(wildcards)
         return [paths.cell_table(wildcards.paper, f, c, mode)
-                for f, c in jobs.cell_sources(CFG, wildcards.paper, wildcards.figure, mode)]
+                for f, c, _ in jobs.cell_sources(CFG, wildcards.paper, wildcards.figure, mode)]
     return tables
+
+
+def _cell_table_runs(mode):
+    """Per cell table the figure reads (_cell_tables), None (all its rows) or the runs it reads there."""
+    def runs(wildcards):
+        figure_def(wildcards)
+        return [None if r is None else list(r)
+                for _, _, r in jobs.cell_sources(CFG, wildcards.paper, wildcards.figure, mode)]
+    return runs
 
 
 def _cell_job(mode):
@@ -190,6 +201,7 @@ for _mode, _sub in MODE_SUBDIR.items():
         params:
             job=_table_job(_mode),
             reductions=_reductions(_mode),  # is this run reduced? (meta: read by plot and claims)
+            cell_runs=_cell_table_runs(_mode),  # per cell table: all its rows, or the runs read from it
         log:
             _logs + "table.log",
         benchmark:

@@ -4,4 +4,4 @@ from dpfl.stages.table import run_table
 run_table(snakemake.wildcards.paper, snakemake.wildcards.figure, snakemake.params.job,
           snakemake.output.csv, snakemake.output.meta, snakemake.log[0],
           cell_tables=list(snakemake.input.cells), prepared=list(snakemake.input.prepared),
-          reductions=snakemake.params.reductions)
+          reductions=snakemake.params.reductions, cell_runs=snakemake.params.cell_runs)

@@ -1,6 +1,7 @@
 """Stage `cell`: one cell of an experiment figure (e.g. one method on one panel over all trials)
 -> results/<paper>/<figure>/cells/<cell>.parquet, a table of per-trial results, and beside it <cell>.timing.json, the
-wall-clock measurements the cell reported (kept out of the table: same configuration, same table bytes)."""
+wall-clock measurements the cell reported (kept out of the table: same configuration, same table bytes), per run for a
+cell of several runs (its `run` column, dpfl.figure.FigureLayout.cell_runs)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,28 @@ def run_cell(job: CellJob, inputs: dict, out_path: str, log_path: str | None, th
     start = time.perf_counter()
     df = resolve(function)(job, inputs, log.info)
     seconds = time.perf_counter() - start
-    timing = {c: float(df[c].iloc[0]) for c in TIMING_COLUMNS if c in df and len(df)}
-    timing.update(cell_seconds=round(seconds, 3), rounds=int(df["round"].max()) if "round" in df and len(df) else None)
+    timing = cell_timing(df)
+    timing.update(cell_seconds=round(seconds, 3))
     df = df.drop(columns=[c for c in TIMING_COLUMNS if c in df])
     df.insert(0, "cell", job.cell)
     with atomic_path(out_path) as tmp:
         df.to_parquet(tmp, index=False)
     write_json(timing, paths.cell_timing(str(out_path)))
     log.info("cell done in %.1f s: %d rows -> %s", seconds, len(df), out_path)
+
+
+def cell_timing(df) -> dict:
+    """The wall-clock columns of a cell table as its timing sidecar: one value each (`rounds`: the last round), or, for
+    a cell of several runs (a `run` column; kato2024's panel cells), per run under `runs` ({run: {column: value,
+    rounds}}, in order) and at the top their sum over the runs (computed one after another), so that seconds per
+    round × rounds stays the cell's round loops."""
+    def values(d) -> dict:
+        out = {c: float(d[c].iloc[0]) for c in TIMING_COLUMNS if c in d and len(d)}
+        out["rounds"] = int(d["round"].max()) if "round" in d and len(d) else None
+        return out
+
+    if "run" not in df or not len(df):
+        return values(df)
+    runs = {str(run): values(d) for run, d in df.groupby("run", sort=False)}
+    total = {c: sum(r[c] for r in runs.values()) for c in TIMING_COLUMNS if all(c in r for r in runs.values())}
+    return {**total, "rounds": values(df)["rounds"], "runs": runs}

@@ -16,10 +16,13 @@ from dpfl.provenance import device, versions
 
 
 def run_table(paper: str, figure: str, job: dict, csv_path: str, meta_path: str, log_path: str | None,
-             cell_tables: list[str] = (), prepared: list[str] = (), *, reductions: dict) -> None:
+             cell_tables: list[str] = (), prepared: list[str] = (), *, reductions: dict,
+             cell_runs: list | None = None) -> None:
     """`job` (the rule's params) = {function, kind, mode, scale, params}. Analytic figures compute the
     table from params; experiment figures aggregate their cell tables, and record the provenance of
-    every prepared dataset they used (real or stand-in, where from, checksums). `reductions`: the settings of this
+    every prepared dataset they used (real or stand-in, where from, checksums). `cell_runs`: per cell table, None
+    (all its rows) or the runs whose rows the figure reads there (a run another figure's cell computed,
+    dpfl.jobs.cell_sources), by the table's `run` column. `reductions`: the settings of this
     run that differ from the paper's ({key: [paper, used]}, dpfl.claims.scale_reductions; the workflow decides them,
     figures.smk's _reductions): the meta records them and `reduced_scale` (any of them), which the plot (the
     figure's face label) and the claims (cause reduced-scale) read instead of deciding again."""
@@ -27,8 +30,9 @@ def run_table(paper: str, figure: str, job: dict, csv_path: str, meta_path: str,
     log.info("mode %s, scale %s; computing with %s", job["mode"], job["scale"], job["function"])
     start = time.perf_counter()
     if job["kind"] == "experiment":
-        tables = [pd.read_parquet(path) for path in cell_tables]
-        training = sum(_round_loop_seconds(path) for path in cell_tables)
+        runs = list(cell_runs) if cell_runs is not None else [None] * len(cell_tables)
+        tables = [read_cell_table(path, r) for path, r in zip(cell_tables, runs, strict=True)]
+        training = sum(_round_loop_seconds(path, r) for path, r in zip(cell_tables, runs))
         df = resolve(job["function"])(job["params"], tables, log.info)
         datasets = [dataset_provenance(path) for path in prepared]
         # no dataset at all: the task is generated in code from the seed (bietti2022's synthetic regression)
@@ -83,11 +87,31 @@ def dataset_provenance(prepared_path: str) -> dict:
     return {"name": meta.get("dataset"), **{k: meta[k] for k in keep if k in meta}}
 
 
-def _round_loop_seconds(cell_table: str) -> float:
-    """Seconds of a cell's round loop (its timing sidecar: seconds per round × rounds), 0 when it does not time one."""
+def read_cell_table(path: str, runs=None) -> pd.DataFrame:
+    """A cell table, or only the rows of `runs` (its `run` column) when the figure reads some runs of another
+    figure's cell."""
+    df = pd.read_parquet(path)
+    if runs is None:
+        return df
+    if "run" not in df:
+        raise ValueError(f"{path}: the figure reads its runs {', '.join(runs)}, but the cell table has no `run` column")
+    missing = [r for r in runs if r not in set(df["run"])]
+    if missing:
+        raise ValueError(f"{path}: no rows of run {', '.join(missing)}; runs: {', '.join(df['run'].unique())}")
+    return df[df["run"].isin(list(runs))].reset_index(drop=True)
+
+
+def _round_loop_seconds(cell_table: str, runs=None) -> float:
+    """Seconds of a cell's round loops (its timing sidecar: seconds per round × rounds; of `runs` only when given and
+    the sidecar times runs apart), 0 when it does not time one."""
     path = Path(paths.cell_timing(str(cell_table)))
     if not path.exists():
         return 0.0
     timing = json.loads(path.read_text())
-    per_round, rounds = timing.get("seconds_per_round"), timing.get("rounds")
-    return float(per_round) * int(rounds) if per_round is not None and rounds else 0.0
+    parts = [timing["runs"][r] for r in runs if r in timing["runs"]] if runs is not None and "runs" in timing \
+        else [timing]
+    total = 0.0
+    for part in parts:
+        per_round, rounds = part.get("seconds_per_round"), part.get("rounds")
+        total += float(per_round) * int(rounds) if per_round is not None and rounds else 0.0
+    return total

@@ -11,7 +11,7 @@ metric, a seed's records), `streams` (every cell's random streams) and `federati
 
 from dpfl.figure import AllocationKind, FigureDef, PaperDef
 
-#: Figs 4-10: one method per cell on a panel's allocation, every seed batched
+#: Figs 4-10: one panel per cell (its methods one after another), on the panel's allocation, every seed batched
 TRAINING = dict(table="dpfl.papers.kato2024.training.table:curves", plot="dpfl.papers.kato2024.training.plot:curves",
                 kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.training.layout:TrainingLayout",
                 cell="dpfl.papers.kato2024.training.cell:run_cell", schema="training_figure")

@@ -1,10 +1,13 @@
-"""One kato2024 training cell: one method (at one sampling rate) on one panel, every seed batched into one set of
-runs (spec §7). Reads the prepared dataset and the panel's allocation of every seed, trains with the round rule of
-dpfl.papers.kato2024.training.rules (the method family's, chosen once) in the round loop of dpfl.fl.engine on the
+"""One kato2024 training cell: one panel, its runs (one per method, ULDP-AVG-ws once per sampling rate) computed one
+after another in one process, every seed of a run batched into one set of runs (spec §7). Reads the prepared dataset
+and the panel's allocation of every seed once; each run trains with the round rule of
+dpfl.papers.kato2024.training.rules (its method family's, chosen once) in the round loop of dpfl.fl.engine on the
 configured device, evaluates on the test set after every round and returns one row per (seed, round): utility, test
-loss (mean, and the paper's per-batch sum), ε nominal and certified. A seed whose model turns non-finite, or whose
-test loss does, is failed from then on (its rows NaN; dpfl.fl.engine.FreezeNonFinite). Random streams:
-dpfl.papers.kato2024.streams."""
+loss (mean, and the paper's per-batch sum), ε nominal and certified; the cell's table is its runs' rows in order,
+each marked with its run ("<panel>-<method>[-q<q>]"). A seed whose model turns non-finite, or whose test loss does, is
+failed from then on (its rows NaN; dpfl.fl.engine.FreezeNonFinite). Random streams: dpfl.papers.kato2024.streams
+(a run's draws depend on its dataset, panel setting, method, q and seeds, never on the cell or on the runs before
+it: each run builds its own models, generator and federation from read-only seed data)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from dpfl.fl.engine import Evaluation
 from dpfl.papers.kato2024.panels import panel_of, seed_allocation
 from dpfl.papers.kato2024.streams import Streams
 from dpfl.papers.kato2024.tasks import TASKS, load_run_data
-from dpfl.papers.kato2024.training.layout import parse_cell
+from dpfl.papers.kato2024.training.layout import method_cells, run_id
 
 
 def subsample(run: dict, share: float, rng: np.random.Generator) -> dict:
@@ -85,9 +88,44 @@ class TestEvaluation(Evaluation):
 
 
 def run_cell(job, inputs: dict, log) -> pd.DataFrame:
+    """The panel `job.cell`: every run of its params (`method_cells`: its methods, ULDP-AVG-ws per sampling rate), in
+    order, on the seeds' data loaded once; one table of their rows with a `run` column."""
+    from dpfl.fl.device import keep_freed_memory, resolve_device
+
+    p = job.params
+    panel = panel_of(p, job.cell)
+    dataset, streams = p["dataset"], Streams(job.seed)
+    device = resolve_device(job.device)
+    keep_freed_memory()  # the cell's process reuses the pages its steps free (speed only)
+    prepared = dict(np.load(inputs["prepared"][dataset], allow_pickle=False))
+    share = float(p["train_subsample"])
+    seeds = list(p["seeds"])
+    data = []  # per seed: its training and test records, read-only from here (each run prepares its own copy)
+    for seed in seeds:
+        alloc = dict(np.load(inputs["allocations"][seed_allocation(p, panel, seed)], allow_pickle=False))
+        d = load_run_data(dataset, prepared, alloc)
+        if share < 1.0:  # a reduced scale: a uniform random subset of the seed's training records
+            d = subsample(d, share, streams.subsample(dataset, share, seed))
+        data.append(d)
+    del prepared
+    runs = method_cells(p)
+    tables = []
+    for i, (method_id, q) in enumerate(runs, 1):
+        run = run_id(panel["id"], method_id, q)
+        log(f"run {i}/{len(runs)}: {run}")
+        df = run_method(p, panel, method_id, q, data, streams, device, log)
+        df.insert(0, "run", run)
+        tables.append(df)
+    return pd.concat(tables, ignore_index=True)
+
+
+def run_method(p: dict, panel: dict, method_id: str, q: float | None, data: list[dict], streams: Streams, device,
+               log) -> pd.DataFrame:
+    """One run of a panel cell: method `method_id` (at sampling rate q) on every seed's records `data` (not
+    modified), its seeds batched."""
     import torch
 
-    from dpfl.fl.device import describe, keep_freed_memory, resolve_device
+    from dpfl.fl.device import describe
     from dpfl.fl.engine import FreezeNonFinite, progress_rounds, run_rounds
     from dpfl.fl.gradients import FlatModel
     from dpfl.io import Progress
@@ -96,28 +134,17 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
     from dpfl.papers.kato2024.training import rules
 
-    p = job.params
-    panel_id, method_id, q = parse_cell(job.cell)
-    panel, method = panel_of(p, panel_id), BY_ID[method_id]
+    panel_id, method = panel["id"], BY_ID[method_id]
     dataset, task = p["dataset"], TASKS[p["dataset"]]
     hyper = method.hyper_params(p["hyper"][method.hyper])
     impl = p["implementation"]
-    device = resolve_device(job.device)
-    keep_freed_memory()  # the cell's process reuses the pages its steps free (speed only)
     seeds = list(p["seeds"])
     S, U, T, B = int(panel["silos"]), int(panel["users"]), int(p["rounds"]), int(p["batch"])
     sigma, delta, rate = float(p["sigma"]), float(p["delta"]), 1.0 if q is None else q
-    streams = Streams(job.seed)
     Rule = rules.rule_class(method, impl["sgd_gradient"])  # noqa: N806  (the family, chosen once)
 
-    prepared = dict(np.load(inputs["prepared"][dataset], allow_pickle=False))
     runs, group_ks, kept = [], [], []
-    share = float(p["train_subsample"])
-    for seed in seeds:
-        alloc = dict(np.load(inputs["allocations"][seed_allocation(p, panel, seed)], allow_pickle=False))
-        d = load_run_data(dataset, prepared, alloc)
-        if share < 1.0:  # a reduced scale: a uniform random subset of the seed's training records
-            d = subsample(d, share, streams.subsample(dataset, share, seed))
+    for d in data:
         d, k = Rule.prepare(d, method, S, U, task["group_step"])
         if k is not None:
             group_ks.append(k)
@@ -155,7 +182,7 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     df["users"], df["silos"], df["distribution"] = U, S, panel["distribution"]
     df["group_k"] = [group_ks[seeds.index(s)] if group_ks else np.nan for s in df["seed"]]
     df["multiplier_used"] = method.multiplier_used(sigma) if method.private else np.nan
-    df["seconds_per_round"] = run.seconds / T  # the round loop alone (the accounting above runs once per cell)
+    df["seconds_per_round"] = run.seconds / T  # the round loop alone (the accounting above runs once per run)
     df["device"] = describe(device)
     df["metric"] = task["metric"]
     return df

@@ -1,6 +1,6 @@
-"""The shape of a kato2024 training figure, read when the DAG is built: one cell per (panel, method[, sampling
-rate]), named "<panel>-<method id>" or "<panel>-<method id>-q<q>" (ULDP-AVG-ws), each reading the panel's
-allocation of every seed."""
+"""The shape of a kato2024 training figure, read when the DAG is built: one cell per panel, named by the panel id,
+which runs every method of the panel in turn (ULDP-AVG-ws once per sampling rate) in one process, each run named
+"<panel>-<method id>" or "<panel>-<method id>-q<q>", and reads the panel's allocation of every seed."""
 
 from __future__ import annotations
 
@@ -21,13 +21,19 @@ def method_cells(params: dict) -> list[tuple[str, float | None]]:
     return out
 
 
-def parse_cell(cell: str) -> tuple[str, str, float | None]:
-    """"a-uldp_avg_ws-q0.1" -> ("a", "uldp_avg_ws", 0.1); "b-default" -> ("b", "default", None)."""
-    parts = cell.split("-")
+def parse_run(run: str) -> tuple[str, str, float | None]:
+    """A run of a panel cell: "a-uldp_avg_ws-q0.1" -> ("a", "uldp_avg_ws", 0.1); "b-default" -> ("b", "default",
+    None)."""
+    parts = run.split("-")
     if len(parts) not in (2, 3) or parts[1] not in BY_ID or (len(parts) == 3 and not parts[2].startswith("q")):
-        raise ValueError(f"kato2024 cell {cell!r} is not <panel>-<method>[-q<rate>] with method one of "
+        raise ValueError(f"kato2024 run {run!r} is not <panel>-<method>[-q<rate>] with method one of "
                          f"{', '.join(BY_ID)}")
     return parts[0], parts[1], float(parts[2][1:]) if len(parts) == 3 else None
+
+
+def run_id(panel_id: str, method_id: str, q: float | None) -> str:
+    """The run of `method_id` (at sampling rate q) on a panel: "<panel>-<method id>[-q<q>]"."""
+    return f"{panel_id}-{method_id}" + ("" if q is None else f"-q{q:g}")
 
 
 #: the distributions of spec §2 each dataset's allocation family supports
@@ -36,12 +42,17 @@ DISTRIBUTIONS = {"creditcard": RECORD_KINDS, "mnist": RECORD_KINDS, "heart_disea
 
 
 class TrainingLayout(FigureLayout):
-    """Figs 4-10: one cell per (panel, method[, sampling rate]), named "<panel>-<method id>[-q<q>]", each reading the
-    panel's allocation of every seed."""
+    """Figs 4-10: one cell per panel, named by the panel id; its runs (`cell_runs`) are the panel's curves, one per
+    (method[, sampling rate]), named "<panel>-<method id>[-q<q>]", computed one after another in the cell's process,
+    each reading the panel's allocation of every seed."""
 
     def cells(self, params: dict) -> list[str]:
-        return [f"{panel['id']}-{mid}" + ("" if q is None else f"-q{q:g}")
-                for panel in params["panels"] for mid, q in method_cells(params)]
+        return [panel["id"] for panel in params["panels"]]
+
+    def cell_runs(self, params: dict, cell: str) -> list[str]:
+        """The panel's curves in legend order: every listed method; ULDP-AVG-ws once per sampling rate."""
+        panel_of(params, cell)
+        return [run_id(cell, mid, q) for mid, q in method_cells(params)]
 
     def needs(self, params: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(prepared datasets, allocations) of the figure; a panel whose distribution its dataset does not support stops
@@ -57,28 +68,40 @@ class TrainingLayout(FigureLayout):
 
     def cell_needs(self, params: dict, cell: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """A cell reads its own panel's allocations (every seed) only."""
-        return self.needs({**params, "panels": [panel_of(params, parse_cell(cell)[0])]})
+        return self.needs({**params, "panels": [panel_of(params, cell)]})
 
     def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
-        """What one cell depends on: its panel, its method's hyper-parameters and the shared run settings (so editing
-        another method's hyper-parameters or another panel reruns only those cells)."""
-        panel_id, mid, q = parse_cell(cell)
-        method = BY_ID[mid]
+        """What one panel cell depends on: its panel, the hyper-parameters of its methods' families (with the panel's
+        overrides), its methods and sampling rates, and the shared run settings (so editing another panel, or a
+        family none of its methods uses, reruns nothing here)."""
+        return self.runs_params(params, paper_settings, cell, self.cell_runs(params, cell))
+
+    def runs_params(self, params: dict, paper_settings: dict, cell: str, runs: list[str]) -> tuple[dict, dict]:
+        """What the panel cell computing only `runs` depends on: the panel, the hyper-parameters of their method
+        families, their methods and sampling rates (only where ULDP-AVG-ws runs), the shared run settings. For one
+        run, the params another figure's run must equal for `reuse_cells` to read it there."""
         shared = ("panels", "hyper", "methods", "sampling_rates", "reuse_cells")
         own = {k: v for k, v in params.items() if k not in shared}
-        panel = dict(panel_of(params, panel_id))
+        panel = dict(panel_of(params, cell))
+        parsed = [parse_run(r) for r in runs]
+        if not parsed or any(p != cell for p, _, _ in parsed):
+            raise ValueError(f"kato2024 panel cell {cell!r}: runs {runs!r} are not runs of panel {cell!r}")
+        methods = list(dict.fromkeys(mid for _, mid, _ in parsed))
         # a panel may override its methods' hyper-parameters (MNIST: ULDP-AVG's η_g is 10 at U = 100, 100 at U = 10000)
-        override = (panel.pop("hyper", None) or {}).get(method.hyper, {})
+        override = panel.pop("hyper", None) or {}
         own["panels"] = [panel]
-        own["hyper"] = {method.hyper: {**params["hyper"][method.hyper], **override}}
-        own["methods"] = [mid]
-        if q is not None:
-            own["sampling_rates"] = [q]
+        own["hyper"] = {family: {**params["hyper"][family], **override.get(family, {})}
+                        for family in dict.fromkeys(BY_ID[mid].hyper for mid in methods)}
+        own["methods"] = methods
+        rates = [q for _, _, q in parsed if q is not None]
+        if rates:
+            own["sampling_rates"] = rates
         return own, {}
 
     def reused_cells(self, params: dict) -> dict[str, str]:
-        """{cell: figure}: cells that are the same run as that figure's cell of the same name (`reuse_cells` in the
-        figure's params); dpfl.jobs.cell_sources reads it there when both jobs are identical."""
+        """{run: figure}: runs ("<panel>-<method>[-q<q>]") that are the same run as that figure's run of the same name
+        (`reuse_cells` in the figure's params); dpfl.jobs.cell_sources reads its rows from that figure's panel cell
+        when both runs' params are identical, and this figure's panel cell leaves it out."""
         return dict(params.get("reuse_cells") or {})
 
     def gpu_cell(self, params: dict) -> bool:
