@@ -13,7 +13,9 @@ series (spec README §4: "same results as opacus"). Where opacus's signed sum br
 (NaN/inf at very large fractional orders) or exceeds dp-accounting's upper bound, the bound is used,
 so the value is never below what the exact series allows. Integer orders agree in both libraries.
 For the Poisson-subsampled Gaussian both libraries' numbers come from dpfl.privacy.series, which gives their bits in
-a fraction of their time (their scalar loops take minutes at the large orders of the group conversion).
+a fraction of their time (their scalar loops take minutes at the large orders of the group conversion); so do
+dp-accounting's for the sampled-without-replacement Gaussian (its O(order^2) scalar loops per order dominated the
+noise calibration of lowy2023).
 """
 
 from __future__ import annotations
@@ -85,6 +87,9 @@ def _rdp_per_step_cached(mechanism: SampledGaussian, z: float, orders: tuple[flo
     fast = mechanism.sampling == "poisson" and 0.0 < mechanism.q < 1.0 and series.SAME_LIBRARIES
     if fast:  # the libraries' own numbers, vectorized (their scalar loops take minutes at large fractional orders)
         bound = series.dpa_poisson_rdp(mechanism.q, z, orders)
+    elif mechanism.sampling == "without_replacement" and series.SAME_LIBRARIES:  # dp-accounting's, vectorized
+        event = mechanism.event(z)
+        bound = series.dpa_wor_rdp(event.sample_size / event.source_dataset_size, event.event.noise_multiplier, orders)
     else:
         accountant = _rdp.RdpAccountant(list(orders), mechanism.neighboring_relation)
         accountant.compose(mechanism.event(z), 1)
