@@ -48,7 +48,7 @@ def test_fig5_cells_and_fig10b_reads_fig5s_identical_run():
 def test_reduced_scale_subsamples_mnist_and_says_so():
     quick = load(ROOT, {"scale": "quick"}).figure_params("kato2024", "fig5", "none")
     paper = load(ROOT, {"scale": "paper"}).figure_params("kato2024", "fig5", "none")
-    assert quick["train_subsample"] == 0.1 and paper.get("train_subsample", 1.0) == 1.0
+    assert 0.0 < quick["train_subsample"] < 1.0 and paper.get("train_subsample", 1.0) == 1.0
 
 
 def _final(method, users, distribution, panel, y, se=0.01):

@@ -182,7 +182,9 @@ for _mode, _sub in MODE_SUBDIR.items():
         threads: lambda w, _mode=_mode: jobs.cell_threads(CFG, w.paper, w.figure, w.cell, _mode, _local_cores())
         resources:
             mem_mb=4000,
-            runtime=120,
+            # minutes; a kato2024 training cell is a whole panel (all its methods in turn): ≈ 2 h on one core for
+            # Fig 4(d) at paper scale, so the limit leaves room (a cluster queue may need a longer partition)
+            runtime=480,
             # 1 for cells worth a GPU (jobs.cell_gpu): `--resources gpu=1` serialises them, profiles/slurm maps it
             gpu=lambda w, _mode=_mode: jobs.cell_gpu(CFG, w.paper, w.figure, w.cell, _mode),
         script:

@@ -59,6 +59,10 @@ def run_table(paper: str, figure: str, job: dict, csv_path: str, meta_path: str,
         "config_hash": config_hash({"paper": paper, "figure": figure, **job}),
         "compute_seconds": round(seconds, 3),
         "cells_training_seconds": round(training, 3),  # the round loops of the cells that time them (kato2024)
+        # the figure's own cell tables this table read (file names in its cells/): the report sums their timing
+        # sidecars only, not whatever an older layout or another scale left in cells/
+        "cells_read": sorted({Path(c).name for c in (cell_tables if job["kind"] == "experiment" else [])
+                              if Path(c).parent.parent == Path(csv_path).parent}),
         "rows": len(df),
         "versions": versions(),
         "device": _devices(df),
