@@ -138,11 +138,33 @@ def test_bench_times_the_reduced_run_of_the_full_job(monkeypatch):
     seen = []
     monkeypatch.setattr(bench, "_run_child", _fake_child(seen))
     monkeypatch.setattr(bench, "_build_inputs", lambda *a: None)
-    bench.bench("lowy2023", ["fig4"], ROOT, trials=3, cells=["a-noisy_mb_sgd"], scale="paper")
+    bench.bench("lowy2023", ["fig4"], ROOT, trials=3, cells=["a"], scale="paper")
     cfg = config.load(ROOT, {"scale": "paper"})
-    full = jobs.build_cell_job(cfg, "lowy2023", "fig4", "a-noisy_mb_sgd", "none")
-    assert seen == [("fig4", "a-noisy_mb_sgd", {**full.params, "trials": 3})]
+    full = jobs.build_cell_job(cfg, "lowy2023", "fig4", "a", "none")
+    assert seen == [("fig4", "a", {**full.params, "trials": 3})]
     assert dataclasses.replace(full, params=seen[0][2]).params["trials"] == 3
+
+
+def test_bench_prints_each_lowy_run_of_a_panel_cell(monkeypatch, capsys):
+    """lowy2023: `--cells a-noisy_mb_sgd` times panel a's cell computing that run only (its params: the one method);
+    a whole panel prints each run's seconds per trial (the child's per-run `seconds_per_trial`) and the cell's."""
+    seen = []
+
+    def child(job, inputs, env, threads=1):
+        seen.append((job.cell, job.params["methods"], job.params["trials"]))
+        runs = {f"a-{m}": 0.5 for m in job.params["methods"]}
+        return {"phases": None, "seconds": 3.0 * job.params["trials"], "loop_per_unit": None, "runs": runs,
+                "units": None, "configs": None, "per_eval": 0.0, "evals": 0, "gpu_peak_mb": None, "device": "cpu",
+                "peak_mb": 100.0}
+
+    monkeypatch.setattr(bench, "_run_child", child)
+    monkeypatch.setattr(bench, "_build_inputs", lambda *a: None)
+    bench.bench("lowy2023", ["fig4"], ROOT, trials=2, cells=["a-noisy_mb_sgd"], scale="paper")
+    bench.bench("lowy2023", ["fig4"], ROOT, trials=1, scale="paper")
+    assert seen == [("a", ["noisy_mb_sgd"], 2), ("a", ["noisy_mb_sgd", "noisy_local_sgd", "mb_sgd", "local_sgd"], 1)]
+    out = capsys.readouterr().out
+    assert all(f"fig4 a-{m} " in out for m in ("noisy_mb_sgd", "noisy_local_sgd", "mb_sgd", "local_sgd")), out
+    assert "fig4 a (4 runs)" in out and "3.00 s/trial" in out and "2.00 in the runs" in out
 
 
 def test_bench_times_the_runs_named_inside_a_panel_cell(monkeypatch, capsys):

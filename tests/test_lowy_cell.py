@@ -1,12 +1,19 @@
-"""lowy2023 cell pieces: step grids, K, the named random streams and the figure table (aggregate)."""
+"""lowy2023 cell pieces: step grids, K, the named random streams, the figure table (aggregate), and a panel cell
+(its methods as runs) against its runs computed apart."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from dpfl.papers.lowy2023.cell import Streams, local_steps, step_grid
+from dpfl import config
+from dpfl.jobs import CellJob
+from dpfl.papers.lowy2023.cell import Streams, local_steps, run_cell, step_grid
+from dpfl.papers.lowy2023.layout import LowyLayout
 from dpfl.papers.lowy2023.methods import BY_ID
 from dpfl.papers.lowy2023.table import aggregate
 from dpfl.seeds import rng_for
@@ -115,3 +122,72 @@ def test_a_diverged_run_is_never_chosen_over_a_finite_one():
     # with a certified F* the excess loss is the loss minus F*; without one the loss itself (same choice)
     assert tuning_score(np.array([[2.0]]), np.array([[False]]), 0.5, "excess_loss")[0, 0] == 1.5
     assert tuning_score(np.array([[2.0]]), np.array([[False]]), 0.5, "loss")[0, 0] == 2.0
+
+
+# ---- a panel cell: its four methods as runs, one process --------------------------------------------------------
+
+LAYOUT = LowyLayout()
+SETTINGS = {"noise_calibration": "paper"}
+
+
+def _panel_params(mode: str) -> dict:
+    """Fig 4's smoke params in `mode` (every implementation key), shrunk to a 3-silo panel of a tiny silo pool: two
+    trials, two repetitions, four rounds, two ε and three-point grids (Local SGD's private twin with its own)."""
+    cfg = config.load(Path(__file__).resolve().parent.parent, {"scale": "smoke"})
+    grid = {"start": -3, "stop": 0, "num": 3}
+    return {**cfg.figure_params("lowy2023", "fig4", mode), "panels": [{"id": "a", "n_silos": 3, "silos_per_round": 2}],
+            "trials": 2, "reps": 2, "rounds": 4, "epsilons": [1.0, 4.0],
+            "step_grids": {"minibatch": grid, "local": grid, "noisy_local_sgd": {"start": -5, "stop": -1, "num": 3}}}
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    """A tiny MNIST-like silo pool (the `lowy2023-mnist-pairs` allocation's arrays): 4 silos × 30 rows × 5 features,
+    labels from a noisy linear rule (not separable)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4, 30, 5))
+    y = (X @ rng.normal(size=5) + rng.normal(size=(4, 30)) > 0).astype(float)
+    path = tmp_path_factory.mktemp("lowy") / "pairs.npz"
+    np.savez(path, X=X, y=y, meta=json.dumps({"kind": "fixture"}))
+    return {"prepared": {}, "allocations": {"lowy2023-mnist-pairs": str(path)}}
+
+
+def _job(params: dict, runs: list[str] | None = None) -> CellJob:
+    """Panel a's cell computing every run, or only `runs`."""
+    own, settings = (LAYOUT.cell_params(params, SETTINGS, "a") if runs is None
+                     else LAYOUT.runs_params(params, SETTINGS, "a", runs))
+    return CellJob(paper="lowy2023", figure="fig4", cell="a", mode="none", scale="smoke", seed=0, device="cpu",
+                   params=own, settings=settings)
+
+
+def test_a_panel_cell_has_its_methods_as_runs_each_with_only_its_params():
+    params = _panel_params("none")
+    runs = LAYOUT.cell_runs(params, "a")
+    assert LAYOUT.cells(params) == ["a"] and runs == ["a-noisy_mb_sgd", "a-noisy_local_sgd", "a-mb_sgd", "a-local_sgd"]
+    own, settings = LAYOUT.runs_params(params, SETTINGS, "a", ["a-mb_sgd"])  # a baseline: ε_max, no noise setting
+    assert own["methods"] == ["mb_sgd"] and own["step_grids"] == {"minibatch": params["step_grids"]["minibatch"]}
+    assert own["epsilons"] == [4.0] and settings == {}
+    own, settings = LAYOUT.runs_params(params, SETTINGS, "a", ["a-noisy_local_sgd"])  # its own grid
+    assert list(own["step_grids"]) == ["noisy_local_sgd"] and own["epsilons"] == [1.0, 4.0] and settings == SETTINGS
+    own, settings = LAYOUT.cell_params(params, SETTINGS, "a")
+    assert own["methods"] == [r.split("-", 1)[1] for r in runs] and own["panels"] == params["panels"]
+    assert set(own["step_grids"]) == {"minibatch", "noisy_local_sgd", "local"} and settings == SETTINGS
+    with pytest.raises(ValueError, match="not runs of panel 'a'"):
+        LAYOUT.runs_params(params, SETTINGS, "a", ["b-mb_sgd"])
+
+
+@pytest.mark.parametrize("mode", ["none", "authors-code"])
+def test_a_panel_cell_is_its_runs_computed_apart(pool, mode):
+    """A panel cell computes its methods one after another on each trial's data, built once: its table is exactly
+    the concatenation of the runs computed one by one (in another order, so that nothing a run leaves behind, e.g.
+    a generator, a cached object or modified trial data, changes the next), each with one seconds per trial."""
+    params = _panel_params(mode)
+    runs = LAYOUT.cell_runs(params, "a")
+    panel = run_cell(_job(params), pool, lambda *a: None)
+    assert list(dict.fromkeys(panel["run"])) == runs and len(panel) == 2 * (2 + 2 + 1 + 1)
+    assert (panel["run"] == "a-" + panel["algorithm"]).all()
+    apart = {r: run_cell(_job(params, [r]), pool, lambda *a: None) for r in reversed(runs)}
+    want = pd.concat([apart[r] for r in runs], ignore_index=True)
+    pd.testing.assert_frame_equal(panel.drop(columns="seconds_per_trial"), want.drop(columns="seconds_per_trial"))
+    assert panel.groupby("run", sort=False)["seconds_per_trial"].nunique().eq(1).all()  # one per run
+    assert panel["test"].notna().all() and panel.loc[panel["private"], "z_used"].gt(0).all()

@@ -158,7 +158,10 @@ def test_full_run_builds_every_output(built):
         if paper == "lowy2023":  # trained on the insurance data: a mirror copy (CI) or the stand-in
             assert sidecar["data_source"] in ("real", "standin")
             assert [d["name"] for d in sidecar["datasets"]] == ["insurance"]
-            assert (d / "cells").is_dir() and len(list((d / "cells").glob("*.parquet"))) == 4
+            # one cell per panel (Fig 5: panel a), its four methods as runs, in order
+            assert sorted(p.name for p in (d / "cells").glob("*.parquet")) == ["a.parquet"]
+            assert list(pd.read_parquet(d / "cells/a.parquet")["run"].unique()) == [
+                "a-noisy_mb_sgd", "a-noisy_local_sgd", "a-mb_sgd", "a-local_sgd"]
         elif paper == "bietti2022":  # the synthetic task: no dataset; cells a = 0 once, then one per σ
             assert sidecar["data_source"] == "synthetic" and sidecar["datasets"] == []
             assert sorted(p.stem for p in (d / "cells").glob("*.parquet")) == [
@@ -242,16 +245,30 @@ def test_snakemake_report(built, tmp_path):
     assert (project / "report.html").stat().st_size > 10_000
 
 
+def _lowy_run_params(project: Path, figure: str, mode: str) -> dict:
+    """{run: its params and settings} of a lowy2023 figure (the part of the params each run depends on)."""
+    from dpfl import config, jobs
+
+    cfg = config.load(project, {"scale": "smoke"})
+    return {run: jobs.layout("lowy2023", figure).runs_params(cfg.figure_params("lowy2023", figure, mode),
+                                                             cfg.paper_settings("lowy2023"), cell, [run])
+            for run, cell in jobs.cell_runs(cfg, "lowy2023", figure, mode).items()}
+
+
 def test_algorithm_setting_edit_reruns_only_its_cells(built, tmp_path):
-    """Editing Local SGD's step grid reruns the two Local SGD cells of lowy2023 Fig 5, not the MB-SGD ones."""
+    """Editing Local SGD's step grid reruns lowy2023 Fig 5's panel cell (whose runs include the two Local SGD
+    methods), in both modes, and nothing else; of its runs' params only the Local SGD ones change."""
     project = copy_project(tmp_path / "p", source=built)
+    before = {mode: _lowy_run_params(project, "fig5", mode) for mode in ("none", "authors-code")}
     edit(project / "config/papers/lowy2023.yaml", "local: {start: -10, stop: 0, num: 10}",
          "local: {start: -9, stop: 0, num: 10}")
     outs = {o for o in planned_outputs(project, *SMOKE) if not o.startswith("results/report/")}
     cells = {o for o in outs if "/cells/" in o and o.endswith(".parquet")}  # (each with its timing sidecar)
-    assert cells == {f"results/lowy2023/fig5/{sub}cells/{cell}.parquet" for sub in ("", "authors-code/")
-                     for cell in ("a-local_sgd", "a-noisy_local_sgd")}, outs  # both modes use that grid
+    assert cells == {f"results/lowy2023/fig5/{sub}cells/a.parquet" for sub in ("", "authors-code/")}, outs
     assert all(o.startswith("results/lowy2023/fig5/") for o in outs), outs
+    for mode in before:  # both modes use that grid
+        after = _lowy_run_params(project, "fig5", mode)
+        assert {r for r in after if after[r] != before[mode][r]} == {"a-local_sgd", "a-noisy_local_sgd"}, mode
 
 
 def test_allocation_edit_reruns_that_allocation_and_its_cells(tmp_path):
@@ -259,8 +276,8 @@ def test_allocation_edit_reruns_that_allocation_and_its_cells(tmp_path):
     figure's params does not rerun the allocation."""
     project = copy_project(tmp_path / "alloc")
     args = ["--config", "scale=smoke", 'only=["lowy2023/fig4"]']
-    cell = "results/lowy2023/fig4/cells/a-mb_sgd.parquet"
-    timing = "results/lowy2023/fig4/cells/a-mb_sgd.timing.json"  # the cell job's wall-clock sidecar
+    cell = "results/lowy2023/fig4/cells/a.parquet"
+    timing = "results/lowy2023/fig4/cells/a.timing.json"  # the cell job's wall-clock sidecar
     alloc = "data/allocations/mnist/lowy2023-mnist-pairs.npz"
     snakemake(project, "--cores", "2", cell, *args, check=True)
     meta = json.loads(str(np.load(project / alloc)["meta"]))
@@ -280,15 +297,19 @@ def test_threads_change_reruns_nothing(built):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def test_epsilon_edit_below_the_largest_reruns_only_private_cells(built, tmp_path):
-    """A non-private baseline depends on the ε grid only through ε_max (which sets K)."""
+def test_epsilon_edit_below_the_largest_changes_only_private_runs(built, tmp_path):
+    """A non-private baseline depends on the ε grid only through ε_max (which sets K): editing an ε below the
+    largest reruns Fig 5's panel cell (its private runs changed), and of its runs' params only the private ones."""
     project = copy_project(tmp_path / "p", source=built)
+    before = {mode: _lowy_run_params(project, "fig5", mode) for mode in ("none", "authors-code")}
     # the first insurance figure in the file is Fig 5
     edit(project / "config/papers/lowy2023.yaml", "epsilons: [0.125, 0.25, 0.5, 1, 2, 3]",
          "epsilons: [0.125, 0.3, 0.5, 1, 2, 3]")
     cells = {o for o in planned_outputs(project, *SMOKE) if "/cells/" in o and o.endswith(".parquet")}
-    assert cells == {f"results/lowy2023/fig5/{sub}cells/a-{m}.parquet" for sub in ("", "authors-code/")
-                     for m in ("noisy_mb_sgd", "noisy_local_sgd")}, cells
+    assert cells == {f"results/lowy2023/fig5/{sub}cells/a.parquet" for sub in ("", "authors-code/")}, cells
+    for mode in before:
+        after = _lowy_run_params(project, "fig5", mode)
+        assert {r for r in after if after[r] != before[mode][r]} == {"a-noisy_mb_sgd", "a-noisy_local_sgd"}, mode
 
 
 MIRROR = Path(os.environ.get("DPFL_DATA_MIRROR") or ROOT.parent / "shared" / "datasets")

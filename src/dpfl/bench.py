@@ -1,8 +1,9 @@
 """Speed and memory benchmark of the experiment figures at paper scale (not a test: it prints numbers).
 
 For each figure and each of its cells, a reduced run (the figure layout's `bench_params`: lowy2023 one trial,
-kato2024 every seed for two rounds) runs in a fresh subprocess (a kato2024 training cell is a panel: its runs, one per
-method, are timed one by one inside it, and `--cells` may name runs, e.g. `a-default`) with the paper-scale settings
+kato2024 every seed for two rounds) runs in a fresh subprocess (a kato2024 training cell and a lowy2023 cell are
+panels: their runs, one per method, are timed one by one inside them, and `--cells` may name runs, e.g. `a-default`,
+`a-noisy_mb_sgd`) with the paper-scale settings
 (config/papers/<paper>.yaml, scale `paper`); we report its seconds per unit of work (`bench_units`: a trial, or a
 round), the peak resident memory of that process, and the projected time of the whole figure (units × Σ cells),
 on one core and with the cells spread over the available cores as Snakemake runs them.
@@ -33,6 +34,9 @@ runs = None
 if "run" in df and "seconds_per_round" in df:  # a cell of several runs (kato2024's panels): each run's own loop
     runs = {str(k): float(d["seconds_per_round"].iloc[0]) for k, d in df.groupby("run", sort=False)}
     loop = sum(runs.values())
+elif "run" in df and "seconds_per_trial" in df:  # lowy2023's panels: each run's own work per trial (the trial's data,
+    # shared by the runs, is not in any run's: the cell's seconds per trial count it)
+    runs = {str(k): float(d["seconds_per_trial"].iloc[0]) for k, d in df.groupby("run", sort=False)}
 units = int(df["rounds_from_epochs"].iloc[0]) if "rounds_from_epochs" in df else None  # T set by the data
 configs = len(df[["a", "eta"]].drop_duplicates()) if {"a", "eta"} <= set(df.columns) else None  # a batch of configs
 per_eval = float(df["seconds_per_evaluation"].iloc[0]) if "seconds_per_evaluation" in df else 0.0  # evaluations apart
@@ -89,7 +93,8 @@ def plan(cfg, paper: str, figures: list[str] | None, trials: int, cells: list[st
 
 def selected(cfg, paper: str, figure: str, cells: list[str] | None) -> dict[str, list[str] | None]:
     """{cell: the runs to time, None for the runs its job computes}: every cell, or those `cells` names, whole, or
-    the runs it names inside a cell of several runs (kato2024: `a-default` inside panel `a`)."""
+    the runs it names inside a cell of several runs (kato2024: `a-default` inside panel `a`; lowy2023:
+    `a-noisy_mb_sgd`)."""
     from dpfl import jobs
 
     cell_of = jobs.cell_runs(cfg, paper, figure, "none")
@@ -161,6 +166,8 @@ def bench(paper: str, figures: list[str] | None, root: Path, trials: int = 1, co
             what = f"setup, accounting and {evals} evaluations" if evals else "setup and accounting"
             if r.get("gpu_peak_mb") is not None:
                 what += f"; GPU peak {r['gpu_peak_mb']:.0f} MiB on {r['device']}"
+            if r.get("runs") and not r.get("loop_per_unit"):  # runs timed apart from the work they share (lowy2023)
+                what += f"; of the {per_unit:.2f} s/{unit}, {sum(r['runs'].values()):.2f} in the runs, the rest shared"
             for run, loop in (r.get("runs") or {}).items():  # a cell of several runs: each one's loop
                 each = f" ({loop / seeds:7.2f} s/{unit} per seed)" if seeds > 1 else ""
                 print(f"  {figure} {run:28s} {loop:8.2f} s/{unit}{each}", flush=True)

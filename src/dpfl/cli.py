@@ -153,7 +153,8 @@ def main(argv=None) -> int:
                    help="units of work to time per cell, ≥ 1 (lowy2023: trials; kato2024, bietti2022: rounds, all "
                         "seeds batched; kato2024 Figs 11-12: runs)")
     p.add_argument("--cells", nargs="*", help="only these cells, or runs inside a cell (kato2024 training: panel "
-                   "\"a\", or its runs \"a-default\", \"a-uldp_avg_ws-q0.1\"; default: every cell of each figure)")
+                   "\"a\", or its runs \"a-default\", \"a-uldp_avg_ws-q0.1\"; lowy2023: panel \"a\", or its runs "
+                   "\"a-noisy_mb_sgd\", \"a-local_sgd\"; default: every cell of each figure)")
     p.add_argument("--cores", type=_bounded(int, "cores", low=1), default=2,
                    help="cores for the projected parallel time (default 2)")
     p.add_argument("--threads", type=_bounded(int, "threads", low=1), default=1,

@@ -12,8 +12,9 @@ from dpfl.io import atomic_path, get_logger, resolve, write_json
 from dpfl.jobs import CellJob
 from dpfl.papers import FIGURES
 
-#: columns a cell function may report that are wall-clock measurements, not results (one value per cell)
-TIMING_COLUMNS = ("seconds_per_round", "seconds_per_evaluation")
+#: columns a cell function may report that are wall-clock measurements, not results (one value per cell, or per run of
+#: a cell of several runs; `seconds_per_trial`: lowy2023's, a run's own work per trial)
+TIMING_COLUMNS = ("seconds_per_round", "seconds_per_evaluation", "seconds_per_trial")
 
 
 def run_cell(job: CellJob, inputs: dict, out_path: str, log_path: str | None, threads: int = 1) -> None:
@@ -39,9 +40,9 @@ def run_cell(job: CellJob, inputs: dict, out_path: str, log_path: str | None, th
 
 def cell_timing(df) -> dict:
     """The wall-clock columns of a cell table as its timing sidecar: one value each (`rounds`: the last round), or, for
-    a cell of several runs (a `run` column; kato2024's panel cells), per run under `runs` ({run: {column: value,
-    rounds}}, in order) and at the top their sum over the runs (computed one after another), so that seconds per
-    round × rounds stays the cell's round loops."""
+    a cell of several runs (a `run` column; kato2024's and lowy2023's panel cells), per run under `runs` ({run:
+    {column: value, rounds}}, in order) and at the top their sum over the runs (computed one after another), so that
+    seconds per round × rounds stays the cell's round loops."""
     def values(d) -> dict:
         out = {c: float(d[c].iloc[0]) for c in TIMING_COLUMNS if c in d and len(d)}
         out["rounds"] = int(d["round"].max()) if "round" in d and len(d) else None

@@ -1,12 +1,18 @@
-"""lowy2023: one cell = one method on one panel over all trials (spec §5). For every trial and ε the cell tunes the
-method's grid (step size, and clip bound for insurance) and records the test value at the chosen grid point.
-Every grid point × ε × repetition of a trial runs in one vectorized call (dpfl.papers.lowy2023.isrl on the
-dpfl.fl engine).
+"""lowy2023: one cell = one panel over all trials (spec §5), its four methods computed one after another as runs
+("<panel>-<method>", dpfl.papers.lowy2023.layout) in one process. For every trial the cell builds the trial's data,
+the optimum F* and υ*² once (they depend on the experiment, N and the trial only), then for every run and ε tunes the
+method's grid (step size, and clip bound for insurance) and records the test value at the chosen grid point. Every
+grid point × ε × repetition of a trial runs in one vectorized call (dpfl.papers.lowy2023.isrl on the dpfl.fl engine).
+The cell's table is its runs' rows in method order, each marked with its run. A run's numbers are those of the run
+computed alone: it reads its own part of the params (`LowyLayout.runs_params` of the one run), draws from its own
+named streams (`Streams`: nothing depends on the cell id or on the runs before it), and the shared trial data are
+only read.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,8 +23,9 @@ from dpfl.fl.device import describe, resolve_device
 from dpfl.io import Progress
 from dpfl.models.glm import GLM, newton_optimum
 from dpfl.papers.lowy2023.isrl import Grid, Settings
+from dpfl.papers.lowy2023.layout import LowyLayout, run_id
 from dpfl.papers.lowy2023.methods import BY_ID, IsrlMethod
-from dpfl.papers.lowy2023.split import trial_data
+from dpfl.papers.lowy2023.split import TrialData, trial_data
 from dpfl.privacy.calibration import noise_level
 from dpfl.seeds import rng_for
 
@@ -98,9 +105,11 @@ def load_source(params: dict, inputs: dict) -> dict:
 
 
 def run_cell(job, inputs: dict, log) -> pd.DataFrame:
-    """Tune and evaluate one method on one panel for every trial (spec §5). `job` is a dpfl.jobs.CellJob whose
-    cell id is "<panel>-<method>". Returns one row per (trial, ε) with the chosen grid point and its test value
-    (non-private methods: ε = NaN).
+    """Tune and evaluate every run of the panel `job.cell` (its methods, `job.params["methods"]`) for every trial
+    (spec §5). `job` is a dpfl.jobs.CellJob. Returns one row per (run, trial, ε) with the chosen grid point and its
+    test value (non-private methods: ε = NaN), the runs' rows one after another in method order, with a `run` column
+    and each run's wall-clock seconds per trial (`seconds_per_trial`, its own work without the shared trial data;
+    dpfl.stages.cell keeps it out of the table).
 
     numpy's BLAS (Newton's Hessians, the test metric) runs on as many threads as torch, the cell's share of the
     cores: Snakemake sets OPENBLAS_NUM_THREADS so for its jobs, a bare process (`dpfl bench`) does not, and two
@@ -112,28 +121,40 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
         return _run_cell(job, inputs, log)
 
 
+@dataclass(frozen=True)
+class TrialShared:
+    """What every run of a panel reads in one trial (read-only): the trial's data, F* (NaN if not certified), υ*²,
+    and Newton's diagnostics."""
+
+    data: TrialData
+    F_star: float
+    upsilon2: float
+    newton_iterations: int
+    newton_converged: bool
+
+
 def _run_cell(job, inputs: dict, log) -> pd.DataFrame:
     device = resolve_device(job.device)
     log(f"computing on {describe(device)}")
     p = {"noise_calibration": None, **job.params, **job.settings}
     impl = p["implementation"]
-    panel_id, method_id = job.cell.split("-", 1)
-    method = BY_ID[method_id]
-    panel = next(q for q in p["panels"] if q["id"] == panel_id)
+    panel = next(q for q in p["panels"] if q["id"] == job.cell)
     experiment = p["experiment"]
-    model, metric = EXPERIMENTS[experiment]["model"], EXPERIMENTS[experiment]["metric"]
-    N, M, R = panel["n_silos"], panel["silos_per_round"], p["rounds"]
-    streams = Streams(job.seed, experiment, N, job.figure, panel["id"], method.id)
+    model = EXPERIMENTS[experiment]["model"]
+    N = panel["n_silos"]
+    runs = []  # (run id, its method, its params as the run alone sees them, its streams)
+    for method_id in p["methods"]:
+        run = run_id(panel["id"], method_id)
+        own, settings = LowyLayout().runs_params(job.params, job.settings, job.cell, [run])
+        runs.append((run, BY_ID[method_id], {"noise_calibration": None, **own, **settings},
+                     Streams(job.seed, experiment, N, job.figure, panel["id"], method_id)))
+    streams = runs[0][3]  # the trial's data and υ*² streams: the same for every method (and figure, and panel)
     source = load_source(p, inputs)
-    eps_grid = np.asarray(p["epsilons"], float) if method.private else np.array([np.nan])
-    clips = np.asarray(p["clips"], float) if p.get("clips") else None
-    rows = []
-    progress = Progress(p["trials"], log, f"{panel['id']}/{method.id} trial")
+    rows = {run: [] for run, *_ in runs}
+    seconds = dict.fromkeys(rows, 0.0)
+    progress = Progress(p["trials"], log, f"{panel['id']} trial")
     for trial in range(p["trials"]):
         data = trial_data(experiment, source, N, streams.trial(trial), impl, fixed_rng=streams.fixed_split())
-        K = local_steps(p, data.n_for_K)
-        settings = Settings(rounds=R, silos_per_round=M, local=K, average_last=p["average_last"],
-                            divergence_threshold=p["divergence"]["threshold"], **method.settings_overrides(impl))
         W_star, F_star, newton_iters, newton_ok = newton_optimum(model, data.train.pooled_X, data.train.pooled_y)
         ups_rng = streams.upsilon(trial)
         bootstrap = impl["upsilon_bootstrap"]
@@ -141,71 +162,102 @@ def _run_cell(job, inputs: dict, log) -> pd.DataFrame:
                               for s in range(data.train.n_silos)]))
         if not newton_ok:  # no certified optimum (e.g. quasi-separable obesity classes): F* and υ*² are n/a
             F_star, ups2 = np.nan, np.nan
-        steps = step_grid(p, method, M, K)
-        clip_values = clips if clips is not None else np.array([np.nan])
-        # configs: ε (outer) × step × clip (inner)
-        E, S_, C_ = np.meshgrid(np.arange(len(eps_grid)), np.arange(len(steps)), np.arange(len(clip_values)),
-                                indexing="ij")
-        E, S_, C_ = E.ravel(), S_.ravel(), C_.ravel()
-        eta = steps[S_]
-        if clips is not None:
-            L_cfg = clip_values[C_]  # insurance: the clip bound is the Lipschitz bound L = C
-            clip_cfg = L_cfg
-        else:
-            L_cfg = np.full(len(E), data.lipschitz)
-            # the private methods clip every per-example gradient at L (a no-op on these data that makes the
-            # sensitivity bound unconditional); the authors' code does not (clip_at_lipschitz: false)
-            clip_cfg = L_cfg if method.private and impl["clip_at_lipschitz"] else np.full(len(E), np.inf)
-        noise = np.zeros((len(E), N))
-        diag = []
-        if method.private:
-            for e_i, eps in enumerate(eps_grid):
-                for n_s in np.unique(data.train.counts):
-                    # Q8: the authors' noisy Local SGD on insurance uses n = ⌈1338/N⌉ (and δ = 1/n²)
-                    n_noise = data.n_for_K if method.update == "local" and impl["local_noise_n"] == "share" else n_s
-                    acc = method.accounting(n=int(n_noise), K=K, R=R)
-                    z = noise_level(acc, float(eps), method.paper_multiplier(int(n_noise), K, R, float(eps)),
-                                    p["noise_calibration"])
-                    diag.append({**z.as_dict(), "eps": eps})
-                    silos = data.train.counts == n_s
-                    sel = E == e_i
-                    noise[np.ix_(sel, silos)] = method.noise_std(z.z_used, L_cfg[sel])[:, None]
-        grid = Grid(eta=eta, clip=clip_cfg, noise_std=noise)
-        reps = p["reps"]
-        rngs = [streams.rep(trial, r) for r in range(reps)]
-        draws = method.draws(rngs, data.train, settings, model.out_dim, impl)
-        res = method.run(model, data.train, settings, grid, draws, reps, device=device)
-        with np.errstate(all="ignore"):
-            if metric == "test_error":
-                test = model.predict_error(data.X_test, data.y_test, res.W)
-            else:
-                test = np.sqrt(model.mse(data.X_test, data.y_test, res.W) / data.naive_mse)
-        score = tuning_score(res.train_loss, res.diverged, F_star, p["score"])
-        test = np.where(res.diverged, p["divergence"]["penalty"], test)  # a diverged run's test value
-        mean_score, mean_test = score.mean(axis=0), test.mean(axis=0)
+        shared = TrialShared(data, F_star, ups2, newton_iters, newton_ok)
+        said = []
+        for run, method, run_p, run_streams in runs:
+            start = time.perf_counter()
+            got = run_trial(run_p, method, panel, trial, shared, run_streams, device)
+            seconds[run] += time.perf_counter() - start
+            rows[run].extend(got)
+            said.append(f"{method.id} " + ", ".join(f"ε={r['eps']:g}: {r['test']:.4g}" for r in got))
+        progress.step(f"K = {local_steps(p, data.n_for_K)}, υ*² = {_fmt(ups2)}; " + "; ".join(said))
+    tables = []
+    for run, *_ in runs:
+        df = pd.DataFrame(rows[run])
+        df.insert(0, "run", run)
+        df["seconds_per_trial"] = seconds[run] / max(1, p["trials"])
+        tables.append(df)
+    return pd.concat(tables, ignore_index=True)
+
+
+def run_trial(p: dict, method: IsrlMethod, panel: dict, trial: int, shared: TrialShared, streams: Streams,
+              device) -> list[dict]:
+    """One run's rows of one trial: method `method` tuned over its grid on the trial's data `shared` (not modified),
+    one row per ε. `p`: the run's own params (and settings)."""
+    impl = p["implementation"]
+    experiment = p["experiment"]
+    model, metric = EXPERIMENTS[experiment]["model"], EXPERIMENTS[experiment]["metric"]
+    N, M, R = panel["n_silos"], panel["silos_per_round"], p["rounds"]
+    data, F_star, ups2 = shared.data, shared.F_star, shared.upsilon2
+    eps_grid = np.asarray(p["epsilons"], float) if method.private else np.array([np.nan])
+    clips = np.asarray(p["clips"], float) if p.get("clips") else None
+    K = local_steps(p, data.n_for_K)
+    settings = Settings(rounds=R, silos_per_round=M, local=K, average_last=p["average_last"],
+                        divergence_threshold=p["divergence"]["threshold"], **method.settings_overrides(impl))
+    steps = step_grid(p, method, M, K)
+    clip_values = clips if clips is not None else np.array([np.nan])
+    # configs: ε (outer) × step × clip (inner)
+    E, S_, C_ = np.meshgrid(np.arange(len(eps_grid)), np.arange(len(steps)), np.arange(len(clip_values)),
+                            indexing="ij")
+    E, S_, C_ = E.ravel(), S_.ravel(), C_.ravel()
+    eta = steps[S_]
+    if clips is not None:
+        L_cfg = clip_values[C_]  # insurance: the clip bound is the Lipschitz bound L = C
+        clip_cfg = L_cfg
+    else:
+        L_cfg = np.full(len(E), data.lipschitz)
+        # the private methods clip every per-example gradient at L (a no-op on these data that makes the
+        # sensitivity bound unconditional); the authors' code does not (clip_at_lipschitz: false)
+        clip_cfg = L_cfg if method.private and impl["clip_at_lipschitz"] else np.full(len(E), np.inf)
+    noise = np.zeros((len(E), N))
+    diag = []
+    if method.private:
         for e_i, eps in enumerate(eps_grid):
-            sel = np.flatnonzero(E == e_i)
-            best = sel[int(np.argmin(mean_score[sel]))]
-            d_eps = [d for d in diag if d["eps"] == eps]
-            rows.append({
-                "trial": trial, "algorithm": method.id, "label": method.label, "private": method.private,
-                "panel": panel["id"], "eps": eps,
-                "test": float(mean_test[best]), "score": float(mean_score[best]), "step": float(eta[best]),
-                "clip": float(clip_values[C_[best]]), "diverged_reps": int(res.diverged[:, best].sum()),
-                "diverged_share_grid": float(res.diverged[:, sel].mean()), "grid_edge": _edge(S_[best], len(steps)),
-                "K": K, "n_silos": N, "silos_per_round": M, "rounds": R, "upsilon2": ups2, "F_star": F_star,
-                "newton_iterations": newton_iters, "newton_converged": newton_ok,
-                "L": float(data.lipschitz) if clips is None else float(clip_values[C_[best]]),
-                "z_used": min((d["z_used"] for d in d_eps), default=np.nan),
-                "z_paper": min((d["z_paper"] for d in d_eps), default=np.nan),
-                "z_accountant": min((d["z_accountant"] for d in d_eps), default=np.nan),
-                "eps_certified": max((d["eps_certified"] for d in d_eps), default=np.nan),
-                "eps_certified_paper_noise": max((d["eps_certified_paper"] for d in d_eps), default=np.nan),
-                "n_train_min": int(data.train.counts.min()), "n_test": len(data.y_test),
-            })
-        progress.step(f"K = {K}, υ*² = {_fmt(ups2)}, "
-                      + ", ".join(f"ε={r['eps']:g}: {r['test']:.4g}" for r in rows[-len(eps_grid):]))
-    return pd.DataFrame(rows)
+            for n_s in np.unique(data.train.counts):
+                # Q8: the authors' noisy Local SGD on insurance uses n = ⌈1338/N⌉ (and δ = 1/n²)
+                n_noise = data.n_for_K if method.update == "local" and impl["local_noise_n"] == "share" else n_s
+                acc = method.accounting(n=int(n_noise), K=K, R=R)
+                z = noise_level(acc, float(eps), method.paper_multiplier(int(n_noise), K, R, float(eps)),
+                                p["noise_calibration"])
+                diag.append({**z.as_dict(), "eps": eps})
+                silos = data.train.counts == n_s
+                sel = E == e_i
+                noise[np.ix_(sel, silos)] = method.noise_std(z.z_used, L_cfg[sel])[:, None]
+    grid = Grid(eta=eta, clip=clip_cfg, noise_std=noise)
+    reps = p["reps"]
+    rngs = [streams.rep(trial, r) for r in range(reps)]
+    draws = method.draws(rngs, data.train, settings, model.out_dim, impl)
+    res = method.run(model, data.train, settings, grid, draws, reps, device=device)
+    with np.errstate(all="ignore"):
+        if metric == "test_error":
+            test = model.predict_error(data.X_test, data.y_test, res.W)
+        else:
+            test = np.sqrt(model.mse(data.X_test, data.y_test, res.W) / data.naive_mse)
+    score = tuning_score(res.train_loss, res.diverged, F_star, p["score"])
+    test = np.where(res.diverged, p["divergence"]["penalty"], test)  # a diverged run's test value
+    mean_score, mean_test = score.mean(axis=0), test.mean(axis=0)
+    rows = []
+    for e_i, eps in enumerate(eps_grid):
+        sel = np.flatnonzero(E == e_i)
+        best = sel[int(np.argmin(mean_score[sel]))]
+        d_eps = [d for d in diag if d["eps"] == eps]
+        rows.append({
+            "trial": trial, "algorithm": method.id, "label": method.label, "private": method.private,
+            "panel": panel["id"], "eps": eps,
+            "test": float(mean_test[best]), "score": float(mean_score[best]), "step": float(eta[best]),
+            "clip": float(clip_values[C_[best]]), "diverged_reps": int(res.diverged[:, best].sum()),
+            "diverged_share_grid": float(res.diverged[:, sel].mean()), "grid_edge": _edge(S_[best], len(steps)),
+            "K": K, "n_silos": N, "silos_per_round": M, "rounds": R, "upsilon2": ups2, "F_star": F_star,
+            "newton_iterations": shared.newton_iterations, "newton_converged": shared.newton_converged,
+            "L": float(data.lipschitz) if clips is None else float(clip_values[C_[best]]),
+            "z_used": min((d["z_used"] for d in d_eps), default=np.nan),
+            "z_paper": min((d["z_paper"] for d in d_eps), default=np.nan),
+            "z_accountant": min((d["z_accountant"] for d in d_eps), default=np.nan),
+            "eps_certified": max((d["eps_certified"] for d in d_eps), default=np.nan),
+            "eps_certified_paper_noise": max((d["eps_certified_paper"] for d in d_eps), default=np.nan),
+            "n_train_min": int(data.train.counts.min()), "n_test": len(data.y_test),
+        })
+    return rows
 
 
 def _fmt(v: float) -> str:
