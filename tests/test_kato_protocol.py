@@ -284,4 +284,4 @@ def test_timed_cells_claim_every_local_core_and_other_cells_do_not():
     cfg = config.load(ROOT, {"scale": "quick"})
     assert jobs.cell_threads(cfg, "kato2024", "fig11", "heart10-fast", "none", 8) == 8
     assert jobs.cell_threads(cfg, "kato2024", "fig12", "h2-U20-reference", "none", None) == cfg.globals["threads"]
-    assert jobs.cell_threads(cfg, "kato2024", "fig6", "a-uldp_avg", "none", 8) == cfg.globals["threads"]
+    assert jobs.cell_threads(cfg, "kato2024", "fig6", "a", "none", 8) == cfg.globals["threads"]
