@@ -153,3 +153,20 @@ def test_the_committed_record_covers_every_figure_and_claim():
             if e.get("image"):
                 image = ROOT / paths.RECORD_DIR / e["image"]
                 assert image.exists() and image.stat().st_size <= record.MAX_IMAGE_BYTES, image
+
+
+def test_the_report_reads_each_entry_with_its_staleness_and_anchor(project):
+    """dpfl.record.for_report: what the HTML report shows beside a figure (verdicts, date, commit, page and anchor),
+    stale once the figure's settings change."""
+    root, results = project
+    record.build(root, results, None, ["lowy2023", "kato2024"], "python -m dpfl record")
+    shown = record.for_report(root)
+    fig4 = shown[("lowy2023", "fig4", "none")]
+    assert fig4["status"] == "built" and fig4["stale"] == "" and fig4["anchor"] == "fig4"
+    assert {c["verdict"] for c in fig4["claims"]} == {"pass"}
+    assert fig4["page"] == root / paths.RECORD_DIR / "lowy2023.md"
+    assert shown[MISSING + ("none",)]["status"] == "not built"
+    assert record.anchor({"figure": "fig5", "mode": "authors-code"}) == "fig5-authors-code"
+    paper_file = root / "config/papers/lowy2023.yaml"
+    paper_file.write_text(paper_file.read_text().replace("trials: 20", "trials: 19", 1))
+    assert "settings changed" in record.for_report(root)[("lowy2023", "fig4", "none")]["stale"]

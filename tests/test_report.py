@@ -583,3 +583,31 @@ def test_compute_seconds_count_only_the_cells_the_table_read(tmp_path):
     assert _cells_seconds(tmp_path, ["a.parquet", "b.parquet"]) == {"seconds": 15.5, "cells": 2}
     assert _cells_seconds(tmp_path, ["a.parquet", "gone.parquet"]) == {"seconds": 10.0, "cells": 1}
     assert _cells_seconds(tmp_path) == {"seconds": 114.5, "cells": 3}  # an older sidecar without cells_read
+
+
+def test_each_figure_shows_the_committed_paper_scale_record_beside_its_own_verdicts(built, tmp_path):
+    """docs/reproduction/record.json (dpfl.record) is shown per figure: the record's verdicts with their causes, its
+    date and commit, a link to the entry on its paper's page, "not built" where the record has no run, and an entry
+    that no longer matches today's figures is marked stale."""
+    root = tmp_path / "project"
+    shutil.copytree(built, root)
+    fig1_claims = [{"id": "C-D1", "claim": "A beats B at every ε", "verdict": "fail", "cause": "not-reproduced",
+                    "reason": "fails at ε = 0.5"}, {"id": "C-D2", "claim": "A falls with ε", "verdict": "pass",
+                                                     "cause": None, "reason": "passes"}]
+    rec = {"papers": {PAPER: {"recorded": "2026-01-02", "commit": "0123456789ab", "dirty": False, "command": "c",
+                              "paper_claims": [],
+                              "entries": [{"figure": "fig1", "mode": "none", "status": "built", "scale": "paper",
+                                           "claims": fig1_claims, "settings_hash": "x", "code_files": {}},
+                                          {"figure": "fig2", "mode": "none", "status": "not built",
+                                           "why": "not in the recorded build"}]}}}
+    (root / paths.RECORD_DIR).mkdir(parents=True)
+    (root / paths.RECORD_DIR / "record.json").write_text(json.dumps(rec))
+    figures = [{"paper": PAPER, "figure": f, "mode": "none", "dir": paths.figure_dir(PAPER, f, "none"), "why": ""}
+               for f in ("fig1", "fig2")]
+    build_report(figures, {"scale": "quick"}, str(root / paths.REPORT_HTML), None, root=root)
+    page = (root / paths.REPORT_HTML).read_text()
+    assert "Paper-scale record (2026-01-02, commit <code>0123456789ab</code>, scale paper)" in page
+    assert "C-D1: fail (not-reproduced)" in page and "C-D2: pass" in page
+    assert f'href="../../docs/reproduction/{PAPER}.md#fig1"' in page
+    assert "not built at paper scale (not in the recorded build)" in page
+    assert "stale: no longer a registered figure" in page  # demo2024 is not a registered paper

@@ -166,37 +166,78 @@ def build(root: Path, results: Path, quick: Path | None, papers: list[str], comm
     return record
 
 
-def check(root: Path, out: Path | None = None) -> list[str]:
-    """The record's built entries whose settings or code differ from today's, one line each (empty: none stale)."""
+def stale_entries(root: Path, out: Path | None = None) -> dict[tuple[str, str, str], str]:
+    """{(paper, figure, mode): why} for the record's built entries whose settings or code differ from today's."""
     from dpfl.config import load
 
     out = out or root / paths.RECORD_DIR
     record = _read_json(out / "record.json")
     if record is None:
         raise RecordError(f"no record at {out / 'record.json'} (python -m dpfl record builds it)")
-    configs, stale = {}, []
+    configs, stale = {}, {}
     for paper, part in sorted(record["papers"].items()):
         for e in part["entries"]:
             if e["status"] != "built":
                 continue
-            name = f"{paper}/{e['figure']}" + ("" if e["mode"] == "none" else f" ({e['mode']})")
+            key = (paper, e["figure"], e["mode"])
             if (paper, e["figure"]) not in FIGURES:
-                stale.append(f"{name}: no longer a registered figure")
+                stale[key] = "no longer a registered figure"
                 continue
             if e["scale"] not in configs:
                 configs[e["scale"]] = load(root, {"scale": e["scale"]})
             cfg = configs[e["scale"]]
             if e["figure"] not in cfg.papers[paper]["figures"]:
-                stale.append(f"{name}: no longer in config/papers/{paper}.yaml")
+                stale[key] = f"no longer in config/papers/{paper}.yaml"
                 continue
+            why = []
             if jobs.settings_hash(cfg, paper, e["figure"], e["mode"]) != e["settings_hash"]:
-                stale.append(f"{name}: settings changed since the record (scale {e['scale']})")
+                why.append(f"settings changed since the record (scale {e['scale']})")
             now = code_files(paper, e["figure"])
             changed = sorted(f for f in set(now) | set(e["code_files"]) if now.get(f) != e["code_files"].get(f))
             if changed:
-                stale.append(f"{name}: code changed since the record ({', '.join(changed[:3])}"
-                             f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''})")
+                why.append(f"code changed since the record ({', '.join(changed[:3])}"
+                           f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''})")
+            if why:
+                stale[key] = "; ".join(why)
     return stale
+
+
+def check(root: Path, out: Path | None = None) -> list[str]:
+    """The record's built entries whose settings or code differ from today's, one line each (empty: none stale)."""
+    return [f"{paper}/{figure}" + ("" if mode == "none" else f" ({mode})") + f": {why}"
+            for (paper, figure, mode), why in stale_entries(root, out).items()]
+
+
+def anchor(e: dict) -> str:
+    """The GitHub anchor of an entry's heading on its paper's page ("fig5 (authors-code)" -> "fig5-authors-code")."""
+    text = "".join(ch for ch in _name(e).lower() if ch.isalnum() or ch in " -_")
+    return text.replace(" ", "-")
+
+
+def for_report(root: Path) -> dict[tuple[str, str, str], dict]:
+    """What the HTML report shows beside each figure of the committed record: {(paper, figure, mode): {status, why,
+    recorded, commit, scale, claims (id, verdict, cause, reason), page (its paper's page), anchor, stale (why, or
+    "")}}; empty when there is no record. A record that cannot be read or checked is reported, not fatal."""
+    out = root / paths.RECORD_DIR
+    record = _read_json(out / "record.json")
+    if record is None:
+        return {}
+    try:
+        stale = stale_entries(root, out)
+    except Exception as exc:  # the report must not fail on the record: say so beside every entry
+        stale = None
+        unchecked = f"could not be checked against today's settings and code ({type(exc).__name__}: {exc})"
+    shown = {}
+    for paper, part in record["papers"].items():
+        for e in part["entries"]:
+            key = (paper, e["figure"], e["mode"])
+            shown[key] = {
+                "status": e["status"], "why": e.get("why", ""), "recorded": part["recorded"],
+                "commit": part["commit"], "scale": e.get("scale", ""),
+                "claims": [{k: c.get(k) for k in ("id", "verdict", "cause", "reason")} for c in e.get("claims", [])],
+                "page": out / f"{paper}.md", "anchor": anchor(e),
+                "stale": (stale.get(key, "") if stale is not None else unchecked) if e["status"] == "built" else ""}
+    return shown
 
 
 # --------------------------------------------------------------------------------------------------

@@ -168,6 +168,14 @@ def file_link(report_dir: Path, standalone: bool):
     return link
 
 
+def doc_link(report_dir: Path):
+    """How the page refers to a committed document (the reproduction record's pages): a path relative to the report,
+    in the standalone page too (they are pages of the repository, not the run's files)."""
+    def link(path: Path) -> str:
+        return os.path.relpath(path, report_dir).replace(os.sep, "/")
+    return link
+
+
 def _job_error(log: Path) -> str:
     """The error a claims job wrote to its log (dpfl.stages.claims: "... not evaluated: <error>"), or ''."""
     if not log.exists():
@@ -210,6 +218,9 @@ def collect(figures: list[dict], root: Path, settings: dict | None = None) -> li
     current / missing / stale (claims_problem) and `built` (its sidecar, image and table are there); `compute` (its
     cells' seconds); each stand-in dataset's `standin_why` (standin_reasons; `settings`: the run's)."""
     settings = settings or {}
+    from dpfl.record import for_report
+
+    record = for_report(root)  # the committed paper-scale record (docs/reproduction/), shown beside each figure
     entries = []
     for f in figures:
         d = root / f["dir"]
@@ -241,6 +252,7 @@ def collect(figures: list[dict], root: Path, settings: dict | None = None) -> li
             "files": {ext: files[ext] for ext in ("png", "pdf", "csv")},
             "table_html": _markdown_table_to_html(md[md.find("\n|") + 1:]) if "\n|" in md else "",
             "benchmark": _benchmark(log_dir / "table.benchmark.tsv"),
+            "record": record.get((f["paper"], f["figure"], f["mode"])),
         })
     return entries
 
@@ -370,6 +382,7 @@ def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path
         problems=problems,
         notice=notice,
     )
-    pages = [template.render(**shared, standalone=standalone, link=file_link(report_dir, standalone))
+    pages = [template.render(**shared, standalone=standalone, link=file_link(report_dir, standalone),
+                             doc_link=doc_link(report_dir))
              for report_dir, standalone in targets]
     return pages, verdicts

@@ -59,6 +59,8 @@ rule report:
         figures=all_figure_outputs(),
         paper_claims=paper_claim_outputs(),
         code=code_files("dpfl.stages.report"),
+        # the committed paper-scale record shown beside each figure (dpfl.record.for_report), where there is one
+        record=[p for p in [paths.RECORD_DIR + "record.json"] if os.path.exists(p)],
         templates=sorted(os.path.join("src", "dpfl", "templates", n)
                          for n in os.listdir(os.path.join(workflow.basedir, "src", "dpfl", "templates")) if n.endswith(".j2")),
     output:
