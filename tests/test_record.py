@@ -170,3 +170,19 @@ def test_the_report_reads_each_entry_with_its_staleness_and_anchor(project):
     paper_file = root / "config/papers/lowy2023.yaml"
     paper_file.write_text(paper_file.read_text().replace("trials: 20", "trials: 19", 1))
     assert "settings changed" in record.for_report(root)[("lowy2023", "fig4", "none")]["stale"]
+
+
+def test_a_figure_left_out_says_why_gpu_and_the_given_reason(project, monkeypatch, capsys):
+    """A not-built row names a GPU figure as such (its cells' `gpu` resource at paper scale) and carries the --why
+    text given for it, which the recorded command repeats; a malformed --why is a one-line error."""
+    root, results = project
+    monkeypatch.chdir(root)
+    assert cli.main(["record", "--results", str(results), "--papers", "kato2024",
+                     "--why", "kato2024/fig5=≈ 9 h projected on 2 cores"]) == 0
+    rec = json.loads((root / paths.RECORD_DIR / "record.json").read_text())["papers"]["kato2024"]
+    fig5 = next(e for e in rec["entries"] if e["figure"] == "fig5" and e["mode"] == "none")
+    assert fig5["why"] == ("not in the recorded build; its cells are GPU jobs at paper scale (docs/gpu.md); "
+                           "≈ 9 h projected on 2 cores")
+    assert "--why 'kato2024/fig5=≈ 9 h projected on 2 cores'" in rec["command"]
+    assert cli.main(["record", "--results", str(results), "--why", "fig5 needs a GPU"]) == 2
+    assert "expected PAPER/FIGURE=TEXT" in capsys.readouterr().err

@@ -90,10 +90,17 @@ def cmd_record(args) -> int:
             print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} in the reproduction record")
             return 1 if stale else 0
         papers = args.papers or list(PAPERS)
+        why = {}
+        for item in args.why or []:
+            figure, sep, text = item.partition("=")
+            if not sep or figure.count("/") != 1 or not text.strip():
+                raise RecordError(f"--why {item!r}: expected PAPER/FIGURE=TEXT, e.g. 'kato2024/fig4=≈ 4 h on 2 cores'")
+            why[tuple(figure.strip().split("/"))] = text.strip()
         command = "python -m dpfl record" + (f" --results {args.results}" if args.results != "results" else "") + (
-            f" --quick {args.quick}" if args.quick else "") + (f" --papers {' '.join(papers)}" if args.papers else "")
+            f" --quick {args.quick}" if args.quick else "") + (f" --papers {' '.join(papers)}" if args.papers else "") \
+            + "".join(f" --why '{item}'" for item in args.why or [])
         record = build(root, Path(args.results).resolve(), Path(args.quick).resolve() if args.quick else None,
-                       papers, command)
+                       papers, command, why=why)
     except RecordError as exc:
         print(f"dpfl record: error: {exc}", file=sys.stderr)
         return 2
@@ -167,6 +174,9 @@ def main(argv=None) -> int:
                    "paper-scale build, e.g. the results/ of a checkout run with --config scale=paper)")
     p.add_argument("--quick", help="a quick-scale build whose verdicts are shown beside the recorded ones")
     p.add_argument("--papers", nargs="*", help="record only these papers (default: all); the others' entries stay")
+    p.add_argument("--why", nargs="*", metavar="PAPER/FIGURE=TEXT", help="why a figure is not in the recorded build "
+                   "(e.g. its projected time), shown on its row; a figure whose cells need a GPU at paper scale says "
+                   "so without it")
     p.add_argument("--check", action="store_true", help="list the entries whose settings or code changed since the "
                    "record (exit 1 when any)")
     p.set_defaults(func=cmd_record)

@@ -73,7 +73,25 @@ def _image(png: Path) -> bytes:
             return buf.getvalue()
 
 
-def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: str, mode: str, out: Path) -> dict | None:
+def _not_built_why(root: Path, paper: str, figure: str, why: dict) -> str:
+    """Why a figure is not in the recorded build: the `--why` text given for it, and whether its cells need a GPU at
+    paper scale (jobs.cell_gpu, the `gpu` resource of its cell jobs)."""
+    from dpfl.config import load
+
+    parts = ["not in the recorded build"]
+    try:
+        cfg = load(root, {"scale": "paper"})
+        if any(jobs.cell_gpu(cfg, paper, figure, c, "none") for c in jobs.cell_ids(cfg, paper, figure, "none")):
+            parts.append("its cells are GPU jobs at paper scale (docs/gpu.md)")
+    except Exception:  # the reason is informative only
+        pass
+    if (paper, figure) in why:
+        parts.append(why[(paper, figure)])
+    return "; ".join(parts)
+
+
+def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: str, mode: str, out: Path,
+           why: dict | None = None) -> dict | None:
     """One figure in one mode: None when the mode does not exist for the figure and was not built."""
     fdef = FIGURES[(paper, figure)]
     rel = Path(paths.figure_dir(paper, figure, mode)).relative_to("results")
@@ -82,7 +100,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         return None
     entry = {"paper": paper, "figure": figure, "mode": mode}
     if meta is None:
-        return {**entry, "status": "not built", "why": "not in the recorded build"}
+        return {**entry, "status": "not built", "why": _not_built_why(root, paper, figure, why or {})}
     files = code_files(paper, figure)
     standin = [{"dataset": d.get("name"), "why": "; ".join(d.get("fallback_reasons") or []) or d.get("source", "")}
                for d in meta.get("datasets", []) if d.get("standin")]
@@ -136,9 +154,10 @@ def _git(root: Path, *args: str) -> str:
 
 
 def build(root: Path, results: Path, quick: Path | None, papers: list[str], command: str,
-          out: Path | None = None) -> dict:
+          out: Path | None = None, why: dict | None = None) -> dict:
     """Record `papers` from `results` (and `quick`'s verdicts) into out (default docs/reproduction/), keeping the
-    other papers' entries of an existing record; returns the record."""
+    other papers' entries of an existing record; `why`: {(paper, figure): why it is not in the build}; returns the
+    record."""
     out = out or root / paths.RECORD_DIR
     unknown = sorted(set(papers) - set(PAPERS))
     if unknown:
@@ -150,7 +169,7 @@ def build(root: Path, results: Path, quick: Path | None, papers: list[str], comm
     record = {"papers": dict(old.get("papers", {}))}
     for paper in papers:
         entries = [e for (p, f) in FIGURES if p == paper for m in MODES
-                   if (e := _entry(root, results, quick, p, f, m, out)) is not None]
+                   if (e := _entry(root, results, quick, p, f, m, out, why)) is not None]
         if not any(e["status"] == "built" for e in entries):
             raise RecordError(f"{results} holds no built figure of {paper} (looked for "
                               f"results/{paper}/<figure>/<figure>.meta.json)")
