@@ -186,3 +186,17 @@ def test_a_figure_left_out_says_why_gpu_and_the_given_reason(project, monkeypatc
     assert "--why 'kato2024/fig5=≈ 9 h projected on 2 cores'" in rec["command"]
     assert cli.main(["record", "--results", str(results), "--why", "fig5 needs a GPU"]) == 2
     assert "expected PAPER/FIGURE=TEXT" in capsys.readouterr().err
+
+
+def test_run_time_counts_the_cells_the_table_read(project):
+    """An entry's run time is its cells' wall-clock seconds (their timing sidecars) plus the table stage's."""
+    root, results = project
+    d = results / "lowy2023/fig4"
+    (d / "cells").mkdir()
+    (d / "cells/a.timing.json").write_text(json.dumps({"cell_seconds": 30.0}))
+    (d / "cells/old.timing.json").write_text(json.dumps({"cell_seconds": 999.0}))  # not read by this table
+    meta = json.loads((d / "fig4.meta.json").read_text())
+    (d / "fig4.meta.json").write_text(json.dumps({**meta, "cells_read": ["a.parquet"]}))
+    rec = record.build(root, results, None, ["lowy2023"], "python -m dpfl record")
+    fig4 = next(e for e in rec["papers"]["lowy2023"]["entries"] if e["figure"] == "fig4" and e["mode"] == "none")
+    assert fig4["seconds"] == 31.0

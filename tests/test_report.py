@@ -574,15 +574,15 @@ def test_the_reason_a_dataset_is_a_stand_in_is_shown(tmp_path):
 
 def test_compute_seconds_count_only_the_cells_the_table_read(tmp_path):
     """A stale timing sidecar left in cells/ (an older cell layout, another scale) is not this run's compute."""
-    from dpfl.report import _cells_seconds
+    from dpfl.report import cells_seconds
 
     cells = tmp_path / "cells"
     cells.mkdir()
     for name, seconds in (("a", 10.0), ("b", 5.5), ("a-default", 99.0)):  # "a-default": a per-method cell of old
         (cells / f"{name}.timing.json").write_text(json.dumps({"cell_seconds": seconds}))
-    assert _cells_seconds(tmp_path, ["a.parquet", "b.parquet"]) == {"seconds": 15.5, "cells": 2}
-    assert _cells_seconds(tmp_path, ["a.parquet", "gone.parquet"]) == {"seconds": 10.0, "cells": 1}
-    assert _cells_seconds(tmp_path) == {"seconds": 114.5, "cells": 3}  # an older sidecar without cells_read
+    assert cells_seconds(tmp_path, ["a.parquet", "b.parquet"]) == {"seconds": 15.5, "cells": 2}
+    assert cells_seconds(tmp_path, ["a.parquet", "gone.parquet"]) == {"seconds": 10.0, "cells": 1}
+    assert cells_seconds(tmp_path) == {"seconds": 114.5, "cells": 3}  # an older sidecar without cells_read
 
 
 def test_each_figure_shows_the_committed_paper_scale_record_beside_its_own_verdicts(built, tmp_path):

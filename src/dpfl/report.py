@@ -86,7 +86,7 @@ def _benchmark(path: Path) -> dict:
         return {}
 
 
-def _cells_seconds(figure_dir: Path, cells_read: list | None = None) -> dict:
+def cells_seconds(figure_dir: Path, cells_read: list | None = None) -> dict:
     """The compute of an experiment figure: its cells' wall-clock seconds summed from their timing sidecars
     (cells/<cell>.timing.json, dpfl.paths.cell_timing; the table stage only aggregates them), and how many cells.
     `cells_read` (the table's meta: the cell tables it read) limits the sum to the cells of this run; without it
@@ -111,7 +111,7 @@ def _compute(sidecar: dict, figure_dir: Path) -> dict:
     table = sidecar.get("compute_seconds")
     if sidecar.get("kind") != "experiment":
         return {"seconds": table, "what": "table", "title": "computed by the table stage (closed form)"}
-    cells = _cells_seconds(figure_dir, sidecar.get("cells_read"))
+    cells = cells_seconds(figure_dir, sidecar.get("cells_read"))
     params = sidecar.get("params") or {}
     reused = params.get("reuse_from") or sorted(set((params.get("reuse_cells") or {}).values()))
     also = f"; it also reads cells of {', '.join(reused) if isinstance(reused, list) else reused}" if reused else ""
