@@ -41,8 +41,8 @@ LAYERS = [
     {"fl"},  # the round engine
     {"papers"},  # one package per paper
     {"config", "jobs"},  # configuration -> jobs
-    {"stages", "report"},  # stage runners (Snakemake scripts call these)
-    {"bench", "cli", "record", "__main__", "__init__"},  # entry points
+    {"stages", "report", "record"},  # stage runners (Snakemake scripts call these), the report and its record
+    {"bench", "cli", "__main__", "__init__"},  # entry points
 ]
 GROUND = LAYERS[0]
 

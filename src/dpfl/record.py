@@ -22,7 +22,6 @@ from pathlib import Path
 
 from dpfl import codedeps, jobs, paths
 from dpfl.papers import FIGURES, PAPERS
-from dpfl.report import cells_seconds
 
 MODES = ("none", "authors-code")
 MAX_IMAGE_BYTES = 300_000
@@ -40,6 +39,25 @@ def code_files(paper: str, figure: str) -> dict[str, str]:
     files = sorted({f for stage in stages for f in codedeps.stage_code(fdef, stage)})
     root = codedeps.SRC.parent
     return {f: hashlib.sha256((root / f).read_bytes()).hexdigest()[:12] for f in files}
+
+
+def cells_seconds(figure_dir: Path, cells_read: list | None = None) -> dict:
+    """The compute of an experiment figure: its cells' wall-clock seconds summed from their timing sidecars
+    (cells/<cell>.timing.json, dpfl.paths.cell_timing; the table stage only aggregates them), and how many cells.
+    `cells_read` (the table's meta: the cell tables it read) limits the sum to the cells of this run; without it
+    (an older sidecar) every timing sidecar in cells/ counts."""
+    seconds, n = 0.0, 0
+    timings = sorted((figure_dir / "cells").glob("*.timing.json"))
+    if cells_read is not None:
+        timings = [figure_dir / "cells" / paths.cell_timing(name) for name in cells_read]
+    for path in timings:
+        try:
+            value = json.loads(path.read_text()).get("cell_seconds")
+        except (OSError, ValueError):
+            continue
+        if isinstance(value, (int, float)):
+            seconds, n = seconds + float(value), n + 1
+    return {"seconds": round(seconds, 1), "cells": n}
 
 
 def _code_hash(files: dict[str, str]) -> str:

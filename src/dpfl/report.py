@@ -32,6 +32,7 @@ from pathlib import Path
 import jinja2
 
 from dpfl import paths
+from dpfl.record import cells_seconds, for_report
 from dpfl.claims import CAUSES, rounded, summarize_check
 from dpfl.data.common import sha256_file
 
@@ -84,25 +85,6 @@ def _benchmark(path: Path) -> dict:
         return {"seconds": float(row["s"]), "max_rss_mb": float(row["max_rss"]) if row["max_rss"] != "-" else None}
     except (KeyError, ValueError):
         return {}
-
-
-def cells_seconds(figure_dir: Path, cells_read: list | None = None) -> dict:
-    """The compute of an experiment figure: its cells' wall-clock seconds summed from their timing sidecars
-    (cells/<cell>.timing.json, dpfl.paths.cell_timing; the table stage only aggregates them), and how many cells.
-    `cells_read` (the table's meta: the cell tables it read) limits the sum to the cells of this run; without it
-    (an older sidecar) every timing sidecar in cells/ counts."""
-    seconds, n = 0.0, 0
-    timings = sorted((figure_dir / "cells").glob("*.timing.json"))
-    if cells_read is not None:
-        timings = [figure_dir / "cells" / paths.cell_timing(name) for name in cells_read]
-    for path in timings:
-        try:
-            value = json.loads(path.read_text()).get("cell_seconds")
-        except (OSError, ValueError):
-            continue
-        if isinstance(value, (int, float)):
-            seconds, n = seconds + float(value), n + 1
-    return {"seconds": round(seconds, 1), "cells": n}
 
 
 def _compute(sidecar: dict, figure_dir: Path) -> dict:
@@ -218,8 +200,6 @@ def collect(figures: list[dict], root: Path, settings: dict | None = None) -> li
     current / missing / stale (claims_problem) and `built` (its sidecar, image and table are there); `compute` (its
     cells' seconds); each stand-in dataset's `standin_why` (standin_reasons; `settings`: the run's)."""
     settings = settings or {}
-    from dpfl.record import for_report
-
     record = for_report(root)  # the committed paper-scale record (docs/reproduction/), shown beside each figure
     entries = []
     for f in figures:
