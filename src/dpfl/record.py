@@ -92,14 +92,17 @@ def _image(png: Path) -> bytes:
             return buf.getvalue()
 
 
-def _not_built_why(root: Path, paper: str, figure: str, why: dict) -> str:
+def _not_built_why(root: Path, paper: str, figure: str, why: dict, configs: dict) -> str:
     """Why a figure is not in the recorded build: the `--why` text given for it, and whether its cells need a GPU at
-    paper scale (jobs.cell_gpu, the `gpu` resource of its cell jobs)."""
+    paper scale (jobs.cell_gpu, the `gpu` resource of its cell jobs). `configs` caches the paper-scale configuration
+    across the entries of one build (loaded once, on the first figure left out)."""
     from dpfl.config import load
 
     parts = ["not in the recorded build"]
     try:
-        cfg = load(root, {"scale": "paper"})
+        if "paper" not in configs:
+            configs["paper"] = load(root, {"scale": "paper"})
+        cfg = configs["paper"]
         if any(jobs.cell_gpu(cfg, paper, figure, c, "none") for c in jobs.cell_ids(cfg, paper, figure, "none")):
             parts.append("its cells are GPU jobs at paper scale (docs/gpu.md)")
     except Exception:  # the reason is informative only
@@ -110,7 +113,7 @@ def _not_built_why(root: Path, paper: str, figure: str, why: dict) -> str:
 
 
 def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: str, mode: str, out: Path,
-           why: dict | None = None) -> dict | None:
+           why: dict | None = None, configs: dict | None = None) -> dict | None:
     """One figure in one mode: None when the mode does not exist for the figure and was not built."""
     fdef = FIGURES[(paper, figure)]
     rel = Path(paths.figure_dir(paper, figure, mode)).relative_to("results")
@@ -119,7 +122,8 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         return None
     entry = {"paper": paper, "figure": figure, "mode": mode}
     if meta is None:
-        return {**entry, "status": "not built", "why": _not_built_why(root, paper, figure, why or {})}
+        return {**entry, "status": "not built", "why": _not_built_why(root, paper, figure, why or {},
+                                                                  {} if configs is None else configs)}
     files = code_files(paper, figure)
     standin = [{"dataset": d.get("name"), "why": "; ".join(d.get("fallback_reasons") or []) or d.get("source", "")}
                for d in meta.get("datasets", []) if d.get("standin")]
@@ -188,9 +192,10 @@ def build(root: Path, results: Path, quick: Path | None, papers: list[str], comm
     out.mkdir(parents=True, exist_ok=True)
     old = _read_json(out / "record.json") or {"papers": {}}
     record = {"papers": dict(old.get("papers", {}))}
+    configs: dict = {}  # the paper-scale configuration, loaded once if a figure is left out (_not_built_why)
     for paper in papers:
         entries = [e for (p, f) in FIGURES if p == paper for m in MODES
-                   if (e := _entry(root, results, quick, p, f, m, out, why)) is not None]
+                   if (e := _entry(root, results, quick, p, f, m, out, why, configs)) is not None]
         if not any(e["status"] == "built" for e in entries):
             raise RecordError(f"{results} holds no built figure of {paper} (looked for "
                               f"results/{paper}/<figure>/<figure>.meta.json)")
