@@ -101,8 +101,67 @@ def test_recording_one_paper_keeps_the_others(project):
     record.build(root, results, None, ["balle2020"], "first")
     rec = record.build(root, results, None, ["asoodeh2021"], "second")
     assert set(rec["papers"]) == {"balle2020", "asoodeh2021"}
-    assert rec["papers"]["balle2020"]["command"] == "first"
+    assert {e["command"] for e in rec["papers"]["balle2020"]["entries"]} == {"first"}
     assert "not recorded" in (root / paths.RECORD_DIR / "README.md").read_text()  # the three papers not yet recorded
+
+
+def test_recording_some_figures_keeps_the_papers_other_entries_with_their_own_build(project, monkeypatch, capsys):
+    """A record is built in pieces: --figures replaces only the entries of the figures named (both modes), and every
+    entry keeps the build (date, commit, command) it came from; the paper's page lists each build once."""
+    root, results = project
+    record.build(root, results, None, ["kato2024"], "whole paper")
+    shutil.rmtree(results / "kato2024/fig6")
+    monkeypatch.chdir(root)
+    assert cli.main(["record", "--results", str(results), "--figures", "kato2024/fig4", "kato2024/fig6"]) == 0
+    assert "recorded now: fig4, fig6" in capsys.readouterr().out
+    rec = json.loads((root / paths.RECORD_DIR / "record.json").read_text())["papers"]["kato2024"]
+    by_figure = {e["figure"]: e for e in rec["entries"] if e["mode"] == "none"}
+    assert by_figure["fig7"]["command"] == "whole paper" and by_figure["fig7"]["status"] == "built"
+    assert by_figure["fig4"]["command"].endswith("--figures kato2024/fig4 kato2024/fig6")
+    assert by_figure["fig6"]["status"] == "not built" and by_figure["fig6"]["command"] == by_figure["fig4"]["command"]
+    page = (root / paths.RECORD_DIR / "kato2024.md").read_text()
+    assert "1. recorded" in page and "with `whole paper`" in page and "2. recorded" in page
+    assert [e["figure"] for e in rec["entries"] if e["mode"] == "none"] == [f for p, f in FIGURES if p == "kato2024"]
+    assert cli.main(["record", "--results", str(results), "--figures", "kato2024/fig99"]) == 2
+    assert "expected PAPER/FIGURE, one of: kato2024/fig2" in capsys.readouterr().err
+    shutil.rmtree(results / "kato2024/fig7")
+    assert cli.main(["record", "--results", str(results), "--figures", "kato2024/fig7"]) == 2
+    assert "holds no built figure of kato2024/fig7" in capsys.readouterr().err
+
+
+def test_an_entrys_code_is_the_build_checkouts_so_an_older_build_shows_as_stale(project, tmp_path):
+    """Entries hash the code of the checkout that made the results (its parent, when that holds src/dpfl): a
+    build made with other code than today's is recorded as stale, not as current."""
+    root, results = project
+    clone = tmp_path / "clone"
+    shutil.copytree(ROOT / "src", clone / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(results / "balle2020", clone / "results/balle2020")
+    assert record.build_checkout(clone / "results") == clone and record.build_checkout(results) is None
+    record.build(root, clone / "results", None, ["balle2020"], "python -m dpfl record")
+    assert record.check(root) == []
+    plot = clone / "src/dpfl/plotting.py"
+    plot.write_text(plot.read_text() + "\n# an older build's code\n")
+    record.build(root, clone / "results", None, ["balle2020"], "python -m dpfl record")
+    stale = record.check(root)
+    assert stale and all("code changed since the record (src/dpfl/plotting.py" in line for line in stale), stale
+
+
+def test_a_record_written_per_paper_is_read_per_entry(project):
+    """A record.json from before entries carried their build (recorded, commit, command per paper) is upgraded:
+    each entry and claim takes its paper's, and recording another figure keeps them."""
+    root, results = project
+    rec = record.build(root, results, None, ["lowy2023"], "old")
+    part = rec["papers"]["lowy2023"]
+    for item in part["entries"] + part["paper_claims"]:
+        for k in record.BUILD_KEYS:
+            item.pop(k, None)
+    part.update({"recorded": "2026-01-01", "commit": "abc", "dirty": False, "command": "per paper"})
+    (root / paths.RECORD_DIR / "record.json").write_text(json.dumps(rec))
+    assert record.for_report(root)[("lowy2023", "fig5", "none")]["commit"] == ""  # unread before the upgrade
+    new = record.build(root, results, None, {"lowy2023": {"fig4"}}, "new")["papers"]["lowy2023"]
+    fig5 = next(e for e in new["entries"] if e["figure"] == "fig5" and e["mode"] == "none")
+    assert (fig5["recorded"], fig5["commit"], fig5["command"]) == ("2026-01-01", "abc", "per paper")
+    assert set(new) == {"entries", "paper_claims"}
 
 
 def test_a_large_figure_is_shrunk_below_the_commit_limit(tmp_path):
@@ -118,7 +177,7 @@ def test_the_command_line_explains_a_missing_build_and_an_unknown_paper(project,
     assert cli.main(["record", "--results", str(root / "nowhere")]) == 2
     assert "no results directory" in capsys.readouterr().err
     assert cli.main(["record", "--results", str(results), "--papers", "lowy2032"]) == 2
-    assert "unknown paper ['lowy2032']" in capsys.readouterr().err
+    assert "unknown paper 'lowy2032'" in capsys.readouterr().err
     assert cli.main(["record", "--check"]) == 2
     assert "python -m dpfl record builds it" in capsys.readouterr().err
     assert cli.main(["record", "--results", str(results), "--papers", "balle2020"]) == 0
@@ -155,6 +214,19 @@ def test_the_committed_record_covers_every_figure_and_claim():
                 assert image.exists() and image.stat().st_size <= record.MAX_IMAGE_BYTES, image
 
 
+def test_readmes_status_table_points_to_each_recorded_papers_page():
+    """README's status table: a recorded paper's row links its record page; one not recorded says so."""
+    path = ROOT / paths.RECORD_DIR / "record.json"
+    recorded = set(json.loads(path.read_text())["papers"]) if path.exists() else set()
+    readme = (ROOT / "README.md").read_text().splitlines()
+    for paper in PAPERS:
+        row = next(line for line in readme if line.startswith("| ") and f"(`{paper}`)" in line)
+        if paper in recorded:
+            assert row.endswith(f"| [{paper}](docs/reproduction/{paper}.md) |"), row
+        else:
+            assert "not recorded yet" in row, row
+
+
 def test_the_report_reads_each_entry_with_its_staleness_and_anchor(project):
     """dpfl.record.for_report: what the HTML report shows beside a figure (verdicts, date, commit, page and anchor),
     stale once the figure's settings change."""
@@ -183,7 +255,7 @@ def test_a_figure_left_out_says_why_gpu_and_the_given_reason(project, monkeypatc
     fig5 = next(e for e in rec["entries"] if e["figure"] == "fig5" and e["mode"] == "none")
     assert fig5["why"] == ("not in the recorded build; its cells are GPU jobs at paper scale (docs/gpu.md); "
                            "≈ 9 h projected on 2 cores")
-    assert "--why 'kato2024/fig5=≈ 9 h projected on 2 cores'" in rec["command"]
+    assert "--why 'kato2024/fig5=≈ 9 h projected on 2 cores'" in fig5["command"]
     assert cli.main(["record", "--results", str(results), "--why", "fig5 needs a GPU"]) == 2
     assert "expected PAPER/FIGURE=TEXT" in capsys.readouterr().err
 

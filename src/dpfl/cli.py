@@ -7,7 +7,7 @@
   python -m dpfl bench PAPER [--figures fig4 fig6] [--trials 1] [--cells …] [--scale paper]
                                            seconds per unit of work (trial, round, run) and peak memory of each
                                            cell, and each figure's projected time, at paper scale
-  python -m dpfl record [--results DIR] [--quick DIR] [--papers P ...]
+  python -m dpfl record [--results DIR] [--quick DIR] [--papers P ...] [--figures P/F ...]
                                            the reproduction record (docs/reproduction/) from a built results/
   python -m dpfl record --check            the record's entries whose settings or code changed since
 """
@@ -78,8 +78,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from dpfl.papers import PAPERS
-    from dpfl.record import RecordError, build, check
+    from dpfl.record import RecordError, build, check, selection
 
     root = _project_root()
     try:
@@ -89,7 +88,7 @@ def cmd_record(args) -> int:
                 print(f"stale: {line}")
             print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} in the reproduction record")
             return 1 if stale else 0
-        papers = args.papers or list(PAPERS)
+        chosen = selection(args.papers, args.figures)
         why = {}
         for item in args.why or []:
             figure, sep, text = item.partition("=")
@@ -97,17 +96,20 @@ def cmd_record(args) -> int:
                 raise RecordError(f"--why {item!r}: expected PAPER/FIGURE=TEXT, e.g. 'kato2024/fig4=≈ 4 h on 2 cores'")
             why[tuple(figure.strip().split("/"))] = text.strip()
         command = "python -m dpfl record" + (f" --results {args.results}" if args.results != "results" else "") + (
-            f" --quick {args.quick}" if args.quick else "") + (f" --papers {' '.join(papers)}" if args.papers else "") \
+            f" --quick {args.quick}" if args.quick else "") + (f" --papers {' '.join(args.papers)}" if args.papers
+                                                               else "") \
+            + (f" --figures {' '.join(args.figures)}" if args.figures else "") \
             + "".join(f" --why '{item}'" for item in args.why or [])
         record = build(root, Path(args.results).resolve(), Path(args.quick).resolve() if args.quick else None,
-                       papers, command, why=why)
+                       chosen, command, why=why)
     except RecordError as exc:
         print(f"dpfl record: error: {exc}", file=sys.stderr)
         return 2
-    for paper in papers:
+    for paper, figures in chosen.items():
         entries = record["papers"][paper]["entries"]
         built = sum(e["status"] == "built" for e in entries)
-        print(f"{paper}: {built} of {len(entries)} figure entries built -> docs/reproduction/{paper}.md")
+        what = "" if figures is None else f" (recorded now: {', '.join(sorted(figures))})"
+        print(f"{paper}: {built} of {len(entries)} figure entries built{what} -> docs/reproduction/{paper}.md")
     return 0
 
 
@@ -173,7 +175,10 @@ def main(argv=None) -> int:
     p.add_argument("--results", default="results", help="the build to record (default: results, normally a "
                    "paper-scale build, e.g. the results/ of a checkout run with --config scale=paper)")
     p.add_argument("--quick", help="a quick-scale build whose verdicts are shown beside the recorded ones")
-    p.add_argument("--papers", nargs="*", help="record only these papers (default: all); the others' entries stay")
+    p.add_argument("--papers", nargs="*", help="record only these papers, all their figures (default: every paper, "
+                   "unless --figures names some); the others' entries stay")
+    p.add_argument("--figures", nargs="*", metavar="PAPER/FIGURE", help="record only these figures (e.g. "
+                   "kato2024/fig10a); every other entry stays, so a record is built in pieces across builds")
     p.add_argument("--why", nargs="*", metavar="PAPER/FIGURE=TEXT", help="why a figure is not in the recorded build "
                    "(e.g. its projected time), shown on its row; a figure whose cells need a GPU at paper scale says "
                    "so without it")

@@ -5,9 +5,14 @@ running for a day.
 Every registered figure and mode gets an entry: built (its image, data source, scale, settings and code hashes, run
 time, machine, every claim's verdict, cause and reason, beside a quick build's verdict when one is given) or not
 built (and why). Nothing is edited by hand: `python -m dpfl record` rewrites the pages from record.json, which it
-updates paper by paper (a record can be built in pieces), and `python -m dpfl record --check` lists the entries whose
-settings or code differ from today's (the hashes the rerun logic uses: the table job's `config_hash` and the files
-every stage of the figure imports, dpfl.codedeps.stage_code).
+updates paper by paper or figure by figure (a paper-scale record takes longer than one sitting, so it is built in
+pieces: each entry keeps the date, commit and command of the build it came from), and `python -m dpfl record
+--check` lists the entries whose settings or code differ from today's (the hashes the rerun logic uses: the table
+job's `config_hash` and the files every stage of the figure imports, dpfl.codedeps.stage_code).
+
+An entry's code hashes are those of the checkout that made the build (the results directory's parent when that is a
+project checkout, e.g. a paper-scale build in its own clone), not of the checkout that records it: recording an old
+build at a newer commit then shows up as stale instead of passing for current.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dpfl import codedeps, jobs, paths
 from dpfl.papers import FIGURES, PAPERS
 
 MODES = ("none", "authors-code")
+BUILD_KEYS = ("recorded", "commit", "dirty", "command")  # what each entry and claim says about the build it is from
 MAX_IMAGE_BYTES = 300_000
 VERDICTS = ("pass", "fail", "inconclusive", "stand-in")
 
@@ -32,13 +38,22 @@ class RecordError(Exception):
     """A record cannot be written or checked (missing results, unknown paper): one line for the command line."""
 
 
-def code_files(paper: str, figure: str) -> dict[str, str]:
-    """{source file: sha256[:12]} of every file the figure's stages import (cell, table, plot, claims)."""
+def code_files(paper: str, figure: str, checkout: Path | None = None) -> dict[str, str]:
+    """{source file: sha256[:12]} of every file the figure's stages import (cell, table, plot, claims), read from
+    `checkout` (default: this package's own checkout); a file that checkout lacks hashes as "absent"."""
     fdef = FIGURES[(paper, figure)]
     stages = ("cell", "table", "plot", "claims") if fdef.kind == "experiment" else ("table", "plot", "claims")
     files = sorted({f for stage in stages for f in codedeps.stage_code(fdef, stage)})
-    root = codedeps.SRC.parent
-    return {f: hashlib.sha256((root / f).read_bytes()).hexdigest()[:12] for f in files}
+    root = checkout or codedeps.SRC.parent
+    return {f: hashlib.sha256((root / f).read_bytes()).hexdigest()[:12] if (root / f).is_file() else "absent"
+            for f in files}
+
+
+def build_checkout(results: Path) -> Path | None:
+    """The checkout whose code made `results`: its parent when that holds the dpfl sources (a build in its own
+    clone, or this project's results/); None when it does not (a results directory moved elsewhere: the code is
+    taken to be this package's)."""
+    return results.parent if (results.parent / "src" / "dpfl").is_dir() else None
 
 
 def cells_seconds(figure_dir: Path, cells_read: list | None = None) -> dict:
@@ -113,7 +128,7 @@ def _not_built_why(root: Path, paper: str, figure: str, why: dict, configs: dict
 
 
 def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: str, mode: str, out: Path,
-           why: dict | None = None, configs: dict | None = None) -> dict | None:
+           why: dict | None = None, configs: dict | None = None, checkout: Path | None = None) -> dict | None:
     """One figure in one mode: None when the mode does not exist for the figure and was not built."""
     fdef = FIGURES[(paper, figure)]
     rel = Path(paths.figure_dir(paper, figure, mode)).relative_to("results")
@@ -124,7 +139,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
     if meta is None:
         return {**entry, "status": "not built", "why": _not_built_why(root, paper, figure, why or {},
                                                                   {} if configs is None else configs)}
-    files = code_files(paper, figure)
+    files = code_files(paper, figure, checkout)
     standin = [{"dataset": d.get("name"), "why": "; ".join(d.get("fallback_reasons") or []) or d.get("source", "")}
                for d in meta.get("datasets", []) if d.get("standin")]
     image = None
@@ -178,35 +193,82 @@ def _git(root: Path, *args: str) -> str:
         return "unknown"
 
 
-def build(root: Path, results: Path, quick: Path | None, papers: list[str], command: str,
-          out: Path | None = None, why: dict | None = None) -> dict:
-    """Record `papers` from `results` (and `quick`'s verdicts) into out (default docs/reproduction/), keeping the
-    other papers' entries of an existing record; `why`: {(paper, figure): why it is not in the build}; returns the
-    record."""
+def selection(papers: list[str] | None, figures: list[str] | None) -> dict[str, set[str] | None]:
+    """{paper: the figures to record (None: all of them)} from `--papers P …` and `--figures PAPER/FIGURE …`;
+    neither given: every paper."""
+    chosen: dict[str, set[str] | None] = {}
+    for paper in papers or ([] if figures else list(PAPERS)):
+        if paper not in PAPERS:
+            raise RecordError(f"unknown paper {paper!r}; allowed: {', '.join(PAPERS)}")
+        chosen[paper] = None
+    for item in figures or []:
+        paper, sep, figure = item.partition("/")
+        if not sep or (paper, figure) not in FIGURES:
+            known = ", ".join(f"{p}/{f}" for p, f in FIGURES if p == paper) or ", ".join(PAPERS)
+            raise RecordError(f"--figures {item!r}: expected PAPER/FIGURE, one of: {known}")
+        if paper not in chosen or chosen[paper] is not None:
+            chosen.setdefault(paper, set()).add(figure)
+    return chosen
+
+
+def _upgrade(part: dict) -> dict:
+    """A paper's part of a record written before entries carried their own build (recorded, commit, dirty, command
+    per paper): each entry and claim takes the paper's."""
+    build_of = {k: part[k] for k in BUILD_KEYS if k in part}
+    for item in part.get("entries", []) + part.get("paper_claims", []):
+        for k, v in build_of.items():
+            item.setdefault(k, v)
+    return {"entries": part.get("entries", []), "paper_claims": part.get("paper_claims", [])}
+
+
+def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[str] | None] | list[str],
+          command: str, out: Path | None = None, why: dict | None = None) -> dict:
+    """Record the chosen figures ({paper: figures, None for all}, or a list of papers) from `results` (and
+    `quick`'s verdicts) into out (default docs/reproduction/), keeping every other entry of an existing record;
+    `why`: {(paper, figure): why it is not in the build}; returns the record. Each new entry and claim carries the
+    build it came from: today's date, the commit and uncommitted state of the checkout that made `results`
+    (build_checkout), and `command`."""
     out = out or root / paths.RECORD_DIR
-    unknown = sorted(set(papers) - set(PAPERS))
-    if unknown:
-        raise RecordError(f"unknown paper {unknown}; allowed: {', '.join(PAPERS)}")
+    if isinstance(chosen, list):
+        chosen = selection(chosen, None)
     if not results.is_dir():
         raise RecordError(f"no results directory at {results}")
+    checkout = build_checkout(results)
     out.mkdir(parents=True, exist_ok=True)
     old = _read_json(out / "record.json") or {"papers": {}}
-    record = {"papers": dict(old.get("papers", {}))}
+    record = {"papers": {p: _upgrade(part) for p, part in old.get("papers", {}).items()}}
+    made = {"recorded": datetime.date.today().isoformat(),
+            "commit": _git(checkout or root, "rev-parse", "--short=12", "HEAD"),
+            "dirty": bool(_git(checkout or root, "status", "--porcelain", "--untracked-files=no")),
+            "command": command}
     configs: dict = {}  # the paper-scale configuration, loaded once if a figure is left out (_not_built_why)
-    for paper in papers:
-        entries = [e for (p, f) in FIGURES if p == paper for m in MODES
-                   if (e := _entry(root, results, quick, p, f, m, out, why, configs)) is not None]
-        if not any(e["status"] == "built" for e in entries):
-            raise RecordError(f"{results} holds no built figure of {paper} (looked for "
+    for paper, figures in chosen.items():
+        kept = record["papers"].get(paper, {"entries": [], "paper_claims": []})
+        old_entries = {(e["figure"], e["mode"]): e for e in kept["entries"]}
+        entries, new = [], []
+        for (p, f) in FIGURES:
+            if p != paper:
+                continue
+            for m in MODES:
+                if figures is None or f in figures:
+                    e = _entry(root, results, quick, p, f, m, out, why, configs, checkout)
+                    if e is not None:
+                        new.append({**e, **made})
+                        entries.append(new[-1])
+                elif (f, m) in old_entries:
+                    entries.append(old_entries[(f, m)])
+                elif m == "none":
+                    entries.append({"paper": p, "figure": f, "mode": m, "status": "not built",
+                                    "why": "not recorded yet", **made})
+        if not any(e["status"] == "built" for e in new):
+            what = paper if figures is None else ", ".join(f"{paper}/{f}" for f in sorted(figures))
+            raise RecordError(f"{results} holds no built figure of {what} (looked for "
                               f"results/{paper}/<figure>/<figure>.meta.json)")
-        record["papers"][paper] = {
-            "recorded": datetime.date.today().isoformat(),
-            "commit": _git(root, "rev-parse", "--short=12", "HEAD"),
-            "dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no")),
-            "command": command,
-            "entries": entries,
-            "paper_claims": _paper_claims(results, quick, paper),
-        }
+        claims = [{**c, **made} for c in _paper_claims(results, quick, paper)]
+        if figures is not None:  # recording some figures: the other claims over several figures stay
+            fresh = {(c["id"], c["mode"]) for c in claims}
+            claims = [c for c in kept["paper_claims"] if (c["id"], c["mode"]) not in fresh] + claims
+        record["papers"][paper] = {"entries": entries, "paper_claims": claims}
     _write(out, record)
     return record
 
@@ -277,8 +339,8 @@ def for_report(root: Path) -> dict[tuple[str, str, str], dict]:
         for e in part["entries"]:
             key = (paper, e["figure"], e["mode"])
             shown[key] = {
-                "status": e["status"], "why": e.get("why", ""), "recorded": part["recorded"],
-                "commit": part["commit"], "scale": e.get("scale", ""),
+                "status": e["status"], "why": e.get("why", ""), "recorded": e.get("recorded", ""),
+                "commit": e.get("commit", ""), "scale": e.get("scale", ""),
                 "claims": [{k: c.get(k) for k in ("id", "verdict", "cause", "reason")} for c in e.get("claims", [])],
                 "page": out / f"{paper}.md", "anchor": anchor(e),
                 "stale": (stale.get(key, "") if stale is not None else unchecked) if e["status"] == "built" else ""}
@@ -304,29 +366,49 @@ def _name(e: dict) -> str:
     return f"{e['figure']}" + ("" if e["mode"] == "none" else f" ({e['mode']})")
 
 
+def _builds(items: list[dict]) -> list[tuple]:
+    """The distinct builds (recorded, commit, dirty, command) the entries and claims come from, in first-seen order."""
+    seen: list[tuple] = []
+    for item in items:
+        b = tuple(item.get(k) for k in BUILD_KEYS)
+        if b not in seen:
+            seen.append(b)
+    return seen
+
+
 def _paper_page(paper: str, part: dict) -> str:
-    dirty = " (with uncommitted changes)" if part["dirty"] else ""
+    builds = _builds(part["entries"] + part["paper_claims"])
     lines = [f"# Reproduction record: {paper}", "",
-             f"Recorded {part['recorded']} at commit `{part['commit']}`{dirty} with `{part['command']}`. Generated: do "
-             "not edit; `python -m dpfl record --check` lists stale entries.", ""]
+             "Generated by `python -m dpfl record` from paper-scale builds: do not edit; `python -m dpfl record "
+             "--check` lists stale entries. Each figure names the build it comes from:", ""]
+    for i, (recorded, commit, dirty, command) in enumerate(builds, 1):
+        lines.append(f"{i}. recorded {recorded} from a build at commit `{commit}`"
+                     f"{' (with uncommitted changes)' if dirty else ''} with `{command}`")
+    lines.append("")
+
+    def source(item: dict) -> str:
+        return f"build {builds.index(tuple(item.get(k) for k in BUILD_KEYS)) + 1}"
+
     for e in part["entries"]:
         lines += [f"## {_name(e)}", ""]
         if e["status"] != "built":
-            lines += [f"Not built: {e['why']}.", ""]
+            lines += [f"Not built: {e['why']} ({source(e)}).", ""]
             continue
         if e["image"]:
             lines += [f"![{paper} {_name(e)}]({e['image']})", ""]
         data = e["data_source"] + "".join(f"; {s['dataset']} is a stand-in ({s['why']})" for s in e["standin"])
         machine = e["machine"]
-        lines += ["| mode | data | scale | settings hash | code hash | run time | machine |", "|---" * 7 + "|",
+        lines += ["| mode | data | scale | settings hash | code hash | run time | machine | from |", "|---" * 8 + "|",
                   f"| {e['mode']} | {_cell(data)} | {e['scale']}{' (reduced)' if e['reduced_scale'] else ''} | "
                   f"`{e['settings_hash']}` | `{e['code_hash']}` | {e['seconds']:.0f} s | "
-                  f"{machine.get('cpu_count')} CPU, {_cell(machine.get('accelerator'))} |", ""]
+                  f"{machine.get('cpu_count')} CPU, {_cell(machine.get('accelerator'))} | {source(e)} |", ""]
         if e["claims"]:
             lines += _claims_table(e["claims"], e.get("quick_verdicts", {}))
     if part["paper_claims"]:
         lines += ["## Claims over several figures", ""]
-        lines += _claims_table(part["paper_claims"], {c["id"]: c["quick_verdict"] for c in part["paper_claims"]})
+        for b in sorted({source(c) for c in part["paper_claims"]}):
+            claims = [c for c in part["paper_claims"] if source(c) == b]
+            lines += [f"From {b}:", ""] + _claims_table(claims, {c["id"]: c["quick_verdict"] for c in claims})
     return "\n".join(lines) + "\n"
 
 
@@ -343,10 +425,10 @@ def _claims_table(claims: list[dict], quick: dict) -> list[str]:
 
 def _summary_page(record: dict) -> str:
     lines = ["# Reproduction record", "",
-             "The paper-scale verdicts of every figure, generated by `python -m dpfl record` from a build (one page "
-             "per paper; built in pieces, so each paper says its own commit). `python -m dpfl record --check` lists "
-             "the entries whose settings or code changed since.", "",
-             "| paper | recorded | commit | figures built | not built | " + " | ".join(VERDICTS) + " | causes |",
+             "The paper-scale verdicts of every figure, generated by `python -m dpfl record` from builds (one page "
+             "per paper; built in pieces, so each figure on a paper's page names the build, date and commit it comes "
+             "from). `python -m dpfl record --check` lists the entries whose settings or code changed since.", "",
+             "| paper | last recorded | commits | figures built | not built | " + " | ".join(VERDICTS) + " | causes |",
              "|---|---|---|---|---|" + "---|" * len(VERDICTS) + "---|"]
     missing = []
     for paper in PAPERS:
@@ -359,7 +441,10 @@ def _summary_page(record: dict) -> str:
         claims = [c for e in built for c in e["claims"]] + part["paper_claims"]
         verdicts = Counter(c["verdict"] for c in claims)
         causes = Counter(c["cause"] for c in claims if c.get("cause"))
-        lines.append(f"| [{paper}]({paper}.md) | {part['recorded']} | `{part['commit']}` | {len(built)} | "
+        items = part["entries"] + part["paper_claims"]
+        commits = ", ".join(f"`{c}`" for c in dict.fromkeys(i.get("commit") for i in items))
+        last = max(str(i.get("recorded")) for i in items)
+        lines.append(f"| [{paper}]({paper}.md) | {last} | {commits} | {len(built)} | "
                      f"{len(part['entries']) - len(built)} | " + " | ".join(str(verdicts.get(v, 0)) for v in VERDICTS)
                      + f" | {', '.join(f'{k} {n}' for k, n in sorted(causes.items())) or '–'} |")
     if missing:
