@@ -120,7 +120,7 @@ def test_recording_some_figures_keeps_the_papers_other_entries_with_their_own_bu
     assert by_figure["fig4"]["command"].endswith("--figures kato2024/fig4 kato2024/fig6")
     assert by_figure["fig6"]["status"] == "not built" and by_figure["fig6"]["command"] == by_figure["fig4"]["command"]
     page = (root / paths.RECORD_DIR / "kato2024.md").read_text()
-    assert "1. recorded" in page and "with `whole paper`" in page and "2. recorded" in page
+    assert "1. recorded" in page and "by `whole paper` from a build" in page and "2. recorded" in page
     assert [e["figure"] for e in rec["entries"] if e["mode"] == "none"] == [f for p, f in FIGURES if p == "kato2024"]
     assert cli.main(["record", "--results", str(results), "--figures", "kato2024/fig99"]) == 2
     assert "expected PAPER/FIGURE, one of: kato2024/fig2" in capsys.readouterr().err
