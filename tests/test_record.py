@@ -157,7 +157,7 @@ def test_a_record_written_per_paper_is_read_per_entry(project):
             item.pop(k, None)
     part.update({"recorded": "2026-01-01", "commit": "abc", "dirty": False, "command": "per paper"})
     (root / paths.RECORD_DIR / "record.json").write_text(json.dumps(rec))
-    assert record.for_report(root)[("lowy2023", "fig5", "none")]["commit"] == ""  # unread before the upgrade
+    assert record.for_report(root)[("lowy2023", "fig5", "none")]["commit"] == "abc"  # the report reads it as well
     new = record.build(root, results, None, {"lowy2023": {"fig4"}}, "new")["papers"]["lowy2023"]
     fig5 = next(e for e in new["entries"] if e["figure"] == "fig5" and e["mode"] == "none")
     assert (fig5["recorded"], fig5["commit"], fig5["command"]) == ("2026-01-01", "abc", "per paper")

@@ -336,7 +336,7 @@ def for_report(root: Path) -> dict[tuple[str, str, str], dict]:
         unchecked = f"could not be checked against today's settings and code ({type(exc).__name__}: {exc})"
     shown = {}
     for paper, part in record["papers"].items():
-        for e in part["entries"]:
+        for e in _upgrade(part)["entries"]:
             key = (paper, e["figure"], e["mode"])
             shown[key] = {
                 "status": e["status"], "why": e.get("why", ""), "recorded": e.get("recorded", ""),
