@@ -271,4 +271,26 @@ def test_run_time_counts_the_cells_the_table_read(project):
     (d / "fig4.meta.json").write_text(json.dumps({**meta, "cells_read": ["a.parquet"]}))
     rec = record.build(root, results, None, ["lowy2023"], "python -m dpfl record")
     fig4 = next(e for e in rec["papers"]["lowy2023"]["entries"] if e["figure"] == "fig4" and e["mode"] == "none")
-    assert fig4["seconds"] == 31.0
+    assert fig4["seconds"] == 31.0 and fig4["shared_seconds"] == 0.0
+
+
+def test_run_time_counts_the_runs_read_from_other_figures_cells(project):
+    """A figure that reads runs from another figure's cells (bietti2022 Fig 1b: every cell is Fig 2's; kato2024 Fig
+    10(a): one run of Fig 8's panel cell b) counts their seconds too: a whole cell's, or the runs' own."""
+    root, results = project
+    for cell in ("stackoverflow-local", "stackoverflow-sigma0"):
+        path = results / "bietti2022/fig2/cells" / f"{cell}.timing.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"cell_seconds": 100.0}))
+    (results / "kato2024/fig8/cells").mkdir(parents=True)
+    runs = {"b-uldp_avg": {"seconds_per_round": 5.0, "rounds": 100},
+            "b-uldp_avg_w": {"seconds_per_round": 4.0, "rounds": 100}}
+    (results / "kato2024/fig8/cells/b.timing.json").write_text(json.dumps({"cell_seconds": 900.0, "runs": runs}))
+    rec = record.build(root, results, None, ["bietti2022", "kato2024"], "python -m dpfl record")
+    entry = {(p, e["figure"]): e for p in ("bietti2022", "kato2024") for e in rec["papers"][p]["entries"]
+             if e["mode"] == "none"}
+    assert entry[("bietti2022", "fig1b")]["shared_seconds"] == 200.0  # two of its 13 cells have timings here
+    assert entry[("bietti2022", "fig1b")]["seconds"] == 201.0  # + the table stage's 1 s
+    assert entry[("kato2024", "fig10a")]["shared_seconds"] == 400.0  # only the run b-uldp_avg_w of Fig 8's cell b
+    page = (root / paths.RECORD_DIR / "kato2024.md").read_text()
+    assert "(of which 400 s in cells shared with another figure)" in page

@@ -75,6 +75,32 @@ def cells_seconds(figure_dir: Path, cells_read: list | None = None) -> dict:
     return {"seconds": round(seconds, 1), "cells": n}
 
 
+def shared_seconds(root: Path, results: Path, paper: str, figure: str, mode: str, scale: str, configs: dict) -> float:
+    """The wall-clock seconds of the runs a figure reads from other figures' cells (jobs.cell_sources; its table's
+    meta counts only its own cells): a whole cell's `cell_seconds`, or the runs' own seconds where it reads some
+    runs of a cell that times them per run (kato2024 panel cells). `configs` caches the configuration per scale."""
+    from dpfl.config import load
+
+    try:
+        if scale not in configs:
+            configs[scale] = load(root, {"scale": scale})
+        sources = jobs.cell_sources(configs[scale], paper, figure, mode)
+    except Exception:  # a figure or scale today's configuration no longer knows: nothing shared to count
+        return 0.0
+    total = 0.0
+    for source, cell, runs in sources:
+        if source == figure:
+            continue
+        rel = Path(paths.cell_timing(paths.cell_table(paper, source, cell, mode))).relative_to("results")
+        timing = _read_json(results / rel) or {}
+        per_run = timing.get("runs", {})
+        if runs is not None and all(r in per_run for r in runs):
+            total += sum(per_run[r]["seconds_per_round"] * per_run[r]["rounds"] for r in runs)
+        else:
+            total += float(timing.get("cell_seconds", 0.0))
+    return total
+
+
 def _code_hash(files: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -149,6 +175,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         (out / image).parent.mkdir(parents=True, exist_ok=True)
         (out / image).write_bytes(_image(png))
     quick_claims = _claims(_read_json(quick / rel / "claims.json")) if quick else []
+    shared = shared_seconds(root, results, paper, figure, mode, meta["scale"], {} if configs is None else configs)
     return {
         **entry,
         "status": "built",
@@ -160,9 +187,11 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         "settings_hash": meta["config_hash"],
         "code_hash": _code_hash(files),
         "code_files": files,
-        # the cells' wall-clock seconds (their timing sidecars, as the report sums them) and the table stage's
+        # the cells' wall-clock seconds (their timing sidecars, as the report sums them) and the table stage's, plus
+        # those of the runs it reads from other figures' cells (e.g. bietti2022 Figs 1b-c: all of theirs are Fig 2's)
         "seconds": round(cells_seconds(results / rel, meta.get("cells_read"))["seconds"]
-                         + float(meta.get("compute_seconds", 0.0)), 1),
+                         + float(meta.get("compute_seconds", 0.0)) + shared, 1),
+        "shared_seconds": round(shared, 1),
         "machine": {k: meta.get("device", {}).get(k) for k in ("platform", "cpu_count", "accelerator")},
         "versions": meta.get("versions", {}),
         "image": image,
@@ -400,7 +429,7 @@ def _paper_page(paper: str, part: dict) -> str:
         machine = e["machine"]
         lines += ["| mode | data | scale | settings hash | code hash | run time | machine | from |", "|---" * 8 + "|",
                   f"| {e['mode']} | {_cell(data)} | {e['scale']}{' (reduced)' if e['reduced_scale'] else ''} | "
-                  f"`{e['settings_hash']}` | `{e['code_hash']}` | {e['seconds']:.0f} s | "
+                  f"`{e['settings_hash']}` | `{e['code_hash']}` | {_run_time(e)} | "
                   f"{machine.get('cpu_count')} CPU, {_cell(machine.get('accelerator'))} | {source(e)} |", ""]
         if e["claims"]:
             lines += _claims_table(e["claims"], e.get("quick_verdicts", {}))
@@ -410,6 +439,12 @@ def _paper_page(paper: str, part: dict) -> str:
             claims = [c for c in part["paper_claims"] if source(c) == b]
             lines += [f"From {b}:", ""] + _claims_table(claims, {c["id"]: c["quick_verdict"] for c in claims})
     return "\n".join(lines) + "\n"
+
+
+def _run_time(e: dict) -> str:
+    shared = e.get("shared_seconds", 0.0)
+    return f"{e['seconds']:.0f} s" + (f" (of which {shared:.0f} s in cells shared with another figure)"
+                                       if shared else "")
 
 
 def _claims_table(claims: list[dict], quick: dict) -> list[str]:
