@@ -95,11 +95,11 @@ def cmd_record(args) -> int:
             if not sep or figure.count("/") != 1 or not text.strip():
                 raise RecordError(f"--why {item!r}: expected PAPER/FIGURE=TEXT, e.g. 'kato2024/fig4=≈ 4 h on 2 cores'")
             why[tuple(figure.strip().split("/"))] = text.strip()
-        command = "python -m dpfl record" + (f" --results {args.results}" if args.results != "results" else "") + (
-            f" --quick {args.quick}" if args.quick else "") + (f" --papers {' '.join(args.papers)}" if args.papers
-                                                               else "") \
-            + (f" --figures {' '.join(args.figures)}" if args.figures else "") \
-            + "".join(f" --why '{item}'" for item in args.why or [])
+        parts = ["python -m dpfl record", f"--results {args.results}" if args.results != "results" else "",
+                 f"--quick {args.quick}" if args.quick else "", " ".join(["--papers", *args.papers]) if args.papers
+                 else "", " ".join(["--figures", *args.figures]) if args.figures else "",
+                 *(f"--why '{item}'" for item in args.why or [])]
+        command = " ".join(part for part in parts if part)
         record = build(root, Path(args.results).resolve(), Path(args.quick).resolve() if args.quick else None,
                        chosen, command, why=why)
     except RecordError as exc:

@@ -435,7 +435,7 @@ def _paper_page(paper: str, part: dict) -> str:
             lines += _claims_table(e["claims"], e.get("quick_verdicts", {}))
     if part["paper_claims"]:
         lines += ["## Claims over several figures", ""]
-        for b in sorted({source(c) for c in part["paper_claims"]}):
+        for b in dict.fromkeys(sorted((source(c) for c in part["paper_claims"]), key=lambda t: int(t.split()[1]))):
             claims = [c for c in part["paper_claims"] if source(c) == b]
             lines += [f"From {b}:", ""] + _claims_table(claims, {c["id"]: c["quick_verdict"] for c in claims})
     return "\n".join(lines) + "\n"
