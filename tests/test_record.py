@@ -249,12 +249,15 @@ def test_a_figure_left_out_says_why_gpu_and_the_given_reason(project, monkeypatc
     text given for it, which the recorded command repeats; a malformed --why is a one-line error."""
     root, results = project
     monkeypatch.chdir(root)
+    shutil.rmtree(results / Path(paths.figure_dir("kato2024", "fig10b")).relative_to("results"))
     assert cli.main(["record", "--results", str(results), "--papers", "kato2024",
-                     "--why", "kato2024/fig5=≈ 9 h projected on 2 cores"]) == 0
+                     "--why", "kato2024/fig5=≈ 9 h projected on 2 cores", "--why", "kato2024/fig10b=no GPU lent"]) == 0
     rec = json.loads((root / paths.RECORD_DIR / "record.json").read_text())["papers"]["kato2024"]
     fig5 = next(e for e in rec["entries"] if e["figure"] == "fig5" and e["mode"] == "none")
     assert fig5["why"] == ("not in the recorded build; its cells are GPU jobs at paper scale (docs/gpu.md); "
                            "≈ 9 h projected on 2 cores")
+    fig10b = next(e for e in rec["entries"] if e["figure"] == "fig10b" and e["mode"] == "none")
+    assert fig10b["why"].endswith("; no GPU lent")  # a repeated --why adds to the earlier ones
     assert "--why 'kato2024/fig5=≈ 9 h projected on 2 cores'" in fig5["command"]
     assert cli.main(["record", "--results", str(results), "--why", "fig5 needs a GPU"]) == 2
     assert "expected PAPER/FIGURE=TEXT" in capsys.readouterr().err
@@ -294,3 +297,14 @@ def test_run_time_counts_the_runs_read_from_other_figures_cells(project):
     assert entry[("kato2024", "fig10a")]["shared_seconds"] == 400.0  # only the run b-uldp_avg_w of Fig 8's cell b
     page = (root / paths.RECORD_DIR / "kato2024.md").read_text()
     assert "(of which 400 s in cells shared with another figure)" in page
+
+
+def test_a_refused_record_writes_nothing(project, tmp_path):
+    """A selection with a paper that has no built figure is refused before anything is written: the images of the
+    other papers' figures are not left behind."""
+    root, results = project
+    shutil.rmtree(results / Path(paths.figure_dir("bietti2022", "fig1a")).relative_to("results"))
+    out = tmp_path / "out"
+    with pytest.raises(record.RecordError, match="holds no built figure of bietti2022/fig1a"):
+        record.build(root, results, None, {"kato2024": {"fig6"}, "bietti2022": {"fig1a"}}, "cmd", out=out)
+    assert not out.exists()

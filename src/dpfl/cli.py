@@ -179,9 +179,9 @@ def main(argv=None) -> int:
                    "unless --figures names some); the others' entries stay")
     p.add_argument("--figures", nargs="*", metavar="PAPER/FIGURE", help="record only these figures (e.g. "
                    "kato2024/fig10a); every other entry stays, so a record is built in pieces across builds")
-    p.add_argument("--why", nargs="*", metavar="PAPER/FIGURE=TEXT", help="why a figure is not in the recorded build "
-                   "(e.g. its projected time), shown on its row; a figure whose cells need a GPU at paper scale says "
-                   "so without it")
+    p.add_argument("--why", nargs="*", action="extend", metavar="PAPER/FIGURE=TEXT",
+                   help="why a figure is not in the recorded build (e.g. its projected time), shown on its row; "
+                   "repeatable; a figure whose cells need a GPU at paper scale says so without it")
     p.add_argument("--check", action="store_true", help="list the entries whose settings or code changed since the "
                    "record (exit 1 when any)")
     p.set_defaults(func=cmd_record)

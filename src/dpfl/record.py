@@ -262,6 +262,12 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
         chosen = selection(chosen, None)
     if not results.is_dir():
         raise RecordError(f"no results directory at {results}")
+    for paper, figures in chosen.items():  # before anything is written: a refused record leaves no image behind
+        if not any(_read_json(results / Path(paths.figure_dir(p, f, m)).relative_to("results") / f"{f}.meta.json")
+                   for (p, f) in FIGURES if p == paper and (figures is None or f in figures) for m in MODES):
+            what = paper if figures is None else ", ".join(f"{paper}/{f}" for f in sorted(figures))
+            raise RecordError(f"{results} holds no built figure of {what} (looked for "
+                              f"results/{paper}/<figure>/<figure>.meta.json)")
     checkout = build_checkout(results)
     out.mkdir(parents=True, exist_ok=True)
     old = _read_json(out / "record.json") or {"papers": {}}
@@ -289,10 +295,6 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
                 elif m == "none":
                     entries.append({"paper": p, "figure": f, "mode": m, "status": "not built",
                                     "why": "not recorded yet", **made})
-        if not any(e["status"] == "built" for e in new):
-            what = paper if figures is None else ", ".join(f"{paper}/{f}" for f in sorted(figures))
-            raise RecordError(f"{results} holds no built figure of {what} (looked for "
-                              f"results/{paper}/<figure>/<figure>.meta.json)")
         claims = [{**c, **made} for c in _paper_claims(results, quick, paper)]
         if figures is not None:  # recording some figures: the other claims over several figures stay
             fresh = {(c["id"], c["mode"]) for c in claims}
