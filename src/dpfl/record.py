@@ -153,12 +153,22 @@ def _not_built_why(root: Path, paper: str, figure: str, why: dict, configs: dict
     return "; ".join(parts)
 
 
+def _figure_rel(paper: str, figure: str, mode: str) -> Path:
+    """A figure's directory relative to a results tree (paths.figure_dir, which is spelled from results/)."""
+    return Path(paths.figure_dir(paper, figure, mode)).relative_to("results")
+
+
+def _meta(results: Path, paper: str, figure: str, mode: str) -> dict | None:
+    """A built figure's meta (its table stage's), None when the figure is not built in `results`."""
+    return _read_json(results / _figure_rel(paper, figure, mode) / f"{figure}.meta.json")
+
+
 def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: str, mode: str, out: Path,
            why: dict | None = None, configs: dict | None = None, checkout: Path | None = None) -> dict | None:
     """One figure in one mode: None when the mode does not exist for the figure and was not built."""
     fdef = FIGURES[(paper, figure)]
-    rel = Path(paths.figure_dir(paper, figure, mode)).relative_to("results")
-    meta = _read_json(results / rel / f"{figure}.meta.json")
+    rel = _figure_rel(paper, figure, mode)
+    meta = _meta(results, paper, figure, mode)
     if mode == "authors-code" and (not fdef.has_compat or meta is None):
         return None
     entry = {"paper": paper, "figure": figure, "mode": mode}
@@ -263,8 +273,8 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
     if not results.is_dir():
         raise RecordError(f"no results directory at {results}")
     for paper, figures in chosen.items():  # before anything is written: a refused record leaves no image behind
-        if not any(_read_json(results / Path(paths.figure_dir(p, f, m)).relative_to("results") / f"{f}.meta.json")
-                   for (p, f) in FIGURES if p == paper and (figures is None or f in figures) for m in MODES):
+        if not any(_meta(results, p, f, m) for (p, f) in FIGURES
+                   if p == paper and (figures is None or f in figures) for m in MODES):
             what = paper if figures is None else ", ".join(f"{paper}/{f}" for f in sorted(figures))
             raise RecordError(f"{results} holds no built figure of {what} (looked for "
                               f"results/{paper}/<figure>/<figure>.meta.json)")
@@ -417,8 +427,11 @@ def _paper_page(paper: str, part: dict) -> str:
                      f"{' (with uncommitted changes)' if dirty else ''}")
     lines.append("")
 
+    def number(item: dict) -> int:
+        return builds.index(tuple(item.get(k) for k in BUILD_KEYS)) + 1
+
     def source(item: dict) -> str:
-        return f"build {builds.index(tuple(item.get(k) for k in BUILD_KEYS)) + 1}"
+        return f"build {number(item)}"
 
     for e in part["entries"]:
         lines += [f"## {_name(e)}", ""]
@@ -437,9 +450,9 @@ def _paper_page(paper: str, part: dict) -> str:
             lines += _claims_table(e["claims"], e.get("quick_verdicts", {}))
     if part["paper_claims"]:
         lines += ["## Claims over several figures", ""]
-        for b in dict.fromkeys(sorted((source(c) for c in part["paper_claims"]), key=lambda t: int(t.split()[1]))):
-            claims = [c for c in part["paper_claims"] if source(c) == b]
-            lines += [f"From {b}:", ""] + _claims_table(claims, {c["id"]: c["quick_verdict"] for c in claims})
+        for n in sorted({number(c) for c in part["paper_claims"]}):
+            claims = [c for c in part["paper_claims"] if number(c) == n]
+            lines += [f"From build {n}:", ""] + _claims_table(claims, {c["id"]: c["quick_verdict"] for c in claims})
     return "\n".join(lines) + "\n"
 
 
