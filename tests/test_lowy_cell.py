@@ -191,3 +191,17 @@ def test_a_panel_cell_is_its_runs_computed_apart(pool, mode):
     pd.testing.assert_frame_equal(panel.drop(columns="seconds_per_trial"), want.drop(columns="seconds_per_trial"))
     assert panel.groupby("run", sort=False)["seconds_per_trial"].nunique().eq(1).all()  # one per run
     assert panel["test"].notna().all() and panel.loc[panel["private"], "z_used"].gt(0).all()
+
+
+def test_a_cell_records_the_epsilon_its_variant_certifies(pool):
+    """The authors' MNIST code does not clip (clip_at_lipschitz: false): its cell certifies ε = ∞ and says why,
+    where the paper's mode certifies the finite ε of its noise (spec §9: never the default's ε beside a variant
+    that does not have it)."""
+    rows = {mode: run_cell(_job(_panel_params(mode)), pool, lambda *a: None) for mode in ("none", "authors-code")}
+    for mode, table in rows.items():
+        noisy = table[table["private"]]
+        if mode == "none":
+            assert np.isfinite(noisy["eps_certified"]).all() and (noisy["certification"] == "").all()
+        else:
+            assert np.isinf(noisy["eps_certified"]).all()
+            assert noisy["certification"].str.contains("not clipped").all()

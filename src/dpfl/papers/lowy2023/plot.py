@@ -53,7 +53,9 @@ def figure(df, spec, meta):
                     ax.axhspan(r["y_lo"], r["y_hi"], color=color, alpha=0.12, lw=0)
                 continue
             worst = c.loc[c["eps_certified"].idxmax()] if c["eps_certified"].notna().any() else None
-            if worst is not None and worst["eps_certified"] > 2 * worst["x"]:
+            if worst is not None and not np.isfinite(worst["eps_certified"]):
+                label = f"{label} (not private: certified ε = ∞)"  # e.g. silo messages without noise (Q9)
+            elif worst is not None and worst["eps_certified"] > 2 * worst["x"]:
                 # say on the figure when the noise used is far from private at the nominal ε (exact accounting)
                 label = f"{label} (certified ε {fmt(worst['eps_certified'])} at ε = {worst['x']:g})"
             yerr = [c["y"] - c["y_lo"], c["y_hi"] - c["y"]]
@@ -82,5 +84,12 @@ def diagnostics_markdown(df, spec) -> str:
     noisy = df[df["algorithm"].map(lambda a: methods[a][2])].sort_values(["panel", "algorithm", "x"])
     for _, r in noisy.iterrows():
         lines.append(f"| {r['panel']} | {r['curve']} | {r['x']:g} | {r['z_paper']:.4g} | "
-                     f"{r['z_accountant']:.4g} | {r['eps_certified_paper_noise']:.4g} | {r['eps_certified']:.4g} |")
+                     f"{r['z_accountant']:.4g} | {_eps(r['eps_certified_paper_noise'])} | {_eps(r['eps_certified'])} |")
+    notes = sorted({str(t) for t in noisy.get("certification", []) if isinstance(t, str) and t})
+    if notes:  # a variant for which the paper's accounting does not hold: say what was certified instead
+        lines += ["", "Certified ε of this variant (the noise as added, the sensitivity as it is): " + "; ".join(notes)]
     return "\n".join(lines) + "\n"
+
+
+def _eps(v: float) -> str:
+    return "∞ (not private)" if v == np.inf else f"{v:.4g}"

@@ -35,6 +35,9 @@ def aggregate(params: dict, tables: list[pd.DataFrame], log) -> pd.DataFrame:
                 "eps_certified": float(v["eps_certified"].max()) if v["eps_certified"].notna().any() else np.nan,
                 "eps_certified_paper_noise": (float(v["eps_certified_paper_noise"].max())
                                               if v["eps_certified_paper_noise"].notna().any() else np.nan),
+                # how the certified ε differs from the paper's accounting for this variant ("" when it does not)
+                "certification": "; ".join(dict.fromkeys(str(t) for t in v.get("certification", pd.Series(dtype=str))
+                                                         .fillna("") if t)),
                 "z_used": float(v["z_used"].min()), "z_paper": float(v["z_paper"].min()),
                 "z_accountant": float(v["z_accountant"].min()),
                 "step_median": float(v["step"].median()), "diverged_reps": int(v["diverged_reps"].sum()),
