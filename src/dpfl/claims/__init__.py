@@ -1,12 +1,14 @@
-"""Machine checks of the papers' claims on a figure's tidy table (spec D7).
+"""Machine checks of the papers' claims on a figure's tidy table (docs/claims.md).
 
 A claim (config/papers/<id>.yaml, `claims:`) is a list of checks; each check is one comparison of
-rows of the table, chosen by column values ("selectors"). Verdicts:
-  pass          every compared point satisfies the claim;
-  fail          some point violates it by more than the tolerance;
-  inconclusive  no violation beyond the tolerance, but some point is within it (or nothing to compare); with
-                `tol_counts: for` (the spec's "≤ X + tol") a point within the tolerance satisfies the claim instead;
-                also a check whose selection finds no rows in the table (NoRowsError: settings that do not produce
+rows of the table, chosen by column values ("selectors"). Every "better than" comparison follows one rule
+(selection.count_verdict): at each point A vs B is a win (A better by more than the tolerance), a loss (B better
+by more than the tolerance) or a tie, and a tie is never a win; a claim over several points or panels passes on
+wins alone, fails when even every tie counted as a win cannot reach its count, and is inconclusive otherwise.
+Only claims of equivalence (op "abs<=": "in line with") pass within their tolerance. Verdicts:
+  pass          the wins reach what the claim needs;
+  fail          losses make it unreachable;
+  inconclusive  it hinges on ties (or there was nothing to compare); also a check whose selection finds no rows in the table (NoRowsError: settings that do not produce
                 what the claim selects, e.g. a σ edited out of the grid), with a reason naming the claim, the
                 selection and the values the table holds, and cause `no-rows`; a malformed claim is a configuration
                 error before any job (the schema), and another ClaimSpecError (e.g. a selector column the table
@@ -25,22 +27,25 @@ and the configuration schema of a check is generated from it by `check_schema()`
                     left_column / right_column: each side's value (default column), e.g. |gap| vs the signed gap;
                     per_figure: {figure: {select, op}} on that figure's rows (a loss panel: lower is better);
                     op "abs<=" with max_diff: |left − right| ≤ max_diff; at: first|last (only the
-                    smallest/largest x); min_points: how many points must satisfy it clearly (beyond tol), per
+                    smallest/largest x); min_points: how many points must be wins, per
                     group (group_by, else the match_on columns: per panel) (default all);
-                    group_by + min_group_share | min_groups: how many groups must pass; tol_se: the
+                    group_by + min_group_share | min_groups: how many groups must pass; max_losses: fail when
+                    more points are losses (e.g. 0: "and a loss in none"); tol_se: the
                     tolerance is at least the standard error of the difference (column se); rel_tol: a point
                     with |left − right| ≤ rel_tol·min(|left|, |right|) is within the tolerance (symmetric; for
                     values of one sign |ln(left/right)| ≤ ln(1 + rel_tol)), the largest of tol, tol_se and
                     rel_tol applying]
-  eventually        some grid x0 exists with the comparison holding at every x ≥ x0 (reports x0)
-                    [match_on, at, factor, op "abs<=" with max_diff, tol_se, group_by: as compare]
+  eventually        some grid x0 has a win at every x ≥ x0 (reports the smallest); fails on a loss at the
+                    largest x, else inconclusive [match_on, at, factor, op "abs<=" with max_diff, tol_se, group_by: as compare]
   mean_relative_gap mean of (right − left)/right ≥ min [match_on, at]
   slope             min ≤ least-squares slope of log y against log x ≤ max (growth like x^slope), at least one
                     of min, max [group_by: each group separately]
   order             for `by` = values[0], values[1], …: y[v0] OP y[v1] OP …, pointwise [group_by]
   monotone          y strictly/weakly increasing or decreasing in x within each group [strict, group_by]
   bounds            lower ≤ value ≤ upper; lower/upper are numbers or column names, at least one of them
-                    [lower_strict, upper_strict, min_points, group_by + min_group_share | min_groups]
+                    [lower_strict, upper_strict, min_points, group_by + min_group_share | min_groups, tol_se;
+                    min_point_share: wins needed as a share of all points; misses_at_smallest_x: in every group
+                    the points that are not wins lie at its smallest x]
   near              |y(x) − target| ≤ rel_tol·|target|
   ratio             min ≤ numerator/denominator ≤ max, pointwise; at least one of min, max
                     [interpolate: none|linear|loglog]
@@ -52,9 +57,8 @@ and the configuration schema of a check is generated from it by `check_schema()`
                     [select, min_groups | min_group_share: how many groups must pass (default all)]
 All kinds accept `select` (rows to use) and `column` (default y), all but near (which takes one x) accept
 `where_x` (gt/ge/lt/le); compare, eventually, order, monotone and bounds also accept `tol` (an absolute
-tolerance: a point within it makes the check inconclusive instead of failed or passed) and `tol_counts`
-(`inconclusive`, the default, for comparisons written without "+ tol"; `for`: a point within the tolerance
-satisfies the claim, for the spec's "≤ X + tol"). Any check may carry
+tolerance: a point within it is a tie); monotone alone accepts `tol_counts: for` ("non-increasing within tol": a
+step within the tolerance keeps the curve monotone). Any check may carry
 `inferred` (why a threshold the paper does not give was chosen) and `reduced_scale: {why, settings}` (why a run
 below paper scale does not compare like with like here: added to the cause of a reduced-scale verdict the check
 decided, when one of `settings` is reduced); neither changes the check.

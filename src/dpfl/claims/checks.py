@@ -28,6 +28,8 @@ from dpfl.claims.selection import (
     _tol_for,
     _tolerance,
     _verdict,
+    count_verdict,
+    groups_needed,
     rel_difference,
     select,
 )
@@ -79,7 +81,6 @@ def _check_compare(df, c):
     left_curve, right_curve = pieces[0][1]
     tol, lhs, rhs, margin, ok, near = (np.concatenate([p[i] for p in pieces]) for i in range(2, 8))
     within = near.copy()
-    ok, near = _settle(ok, near, c)
     verdict, numbers = _reduce_groups(pair, groups, ok, near, c)
     relative = "rel_tol" in c  # the reasons then quote relative differences (rel_difference)
     rel = rel_difference(lhs, rhs) if relative else None
@@ -116,8 +117,11 @@ def _check_compare(df, c):
 
 
 def _check_eventually(df, c):
-    """There is a grid value x0 such that the comparison holds at every x ≥ x0 (e.g. "for ε ≥ ?, the
-    private method is as good as the non-private one"); reports x0 per group."""
+    """"From some grid x0 on, A is better than B" (e.g. "for ε ≥ ?, the private method outperforms the non-private
+    one"), per group, by the rule of count_verdict: pass when some x0 has a win at every x ≥ x0 (reported: the
+    smallest such x0), fail when the largest x is a loss (no x0 can exist, even counting ties as wins), inconclusive
+    otherwise (the largest x is a tie). For op "abs<=" (an equivalence, "in line with") a point within max_diff is a
+    win."""
     col = c.get("column", "y")
     groups = c.get("group_by", [])
     keys = ["x"] + sorted(set(c.get("match_on", [])) | set(groups))
@@ -125,22 +129,21 @@ def _check_eventually(df, c):
     tol = _tolerance(pair, c)
     lhs, rhs = pair[f"{col}_left"].to_numpy(float), c.get("factor", 1.0) * pair[f"{col}_right"].to_numpy(float)
     margin, ok, near = _status(lhs, rhs, c["op"], tol, c.get("max_diff"))
-    ok, near = _settle(ok, near, c)
-    frame = pair.assign(_ok=ok | near, _strict=ok & ~near, _i=np.arange(len(pair)))
+    frame = pair.assign(_win=ok & ~near, _loss=~ok & ~near, _i=np.arange(len(pair)))
     out, verdicts = {}, []
     for name, g in (frame.groupby(groups, sort=True) if groups else [("all", frame)]):
         g = g.sort_values("x")
-        x0 = x0_clear = None
+        wins = g["_win"].to_numpy()
+        x0 = None
         for i in range(len(g)):
-            if x0 is None and g["_ok"].iloc[i:].all():
+            if wins[i:].all():
                 x0 = float(g["x"].iloc[i])
-            if g["_strict"].iloc[i:].all():
-                x0_clear = float(g["x"].iloc[i])
                 break
-        v = "fail" if x0 is None else ("pass" if x0_clear == x0 else "inconclusive")
+        v = "pass" if x0 is not None else ("fail" if g["_loss"].iloc[-1] else "inconclusive")
         verdicts.append(v)
         out[_group_key(name)] = {
-            "x0": x0, "x0_clear": x0_clear, "verdict": v,
+            "x0": x0, "verdict": v, "wins": int(wins.sum()), "ties": int((~g["_win"] & ~g["_loss"]).sum()),
+            "losses": int(g["_loss"].sum()),
             "label": _group_label(g, groups, pair) if groups else "all",
             "at_largest": _point(pair, int(g["_i"].iloc[-1]), keys, lhs, rhs, margin, tol)}
     return max(verdicts, key=SEVERITY.get), {"from_x": out, "left_curve": left_curve, "right_curve": right_curve,
@@ -164,7 +167,6 @@ def _check_order(df, c):
     base = select(df, c.get("select"), c.get("where_x"))
     groups = c.get("group_by", [])
     keys = ["x"] + groups
-    counts_for = _tol_for(c)
     total = {"points": 0, "violations": 0, "within_tol": 0, "worst_margin": np.inf, "worst_at": None}
     values = c["values"]
     for a, b in zip(values[:-1], values[1:]):
@@ -174,7 +176,7 @@ def _check_order(df, c):
         _need_rows(hi, "select", c, {**c.get("select", {}), c["by"]: b})
         pair = lo[keys + [col]].merge(hi[keys + [col]], on=keys, suffixes=("_a", "_b"))
         res = _pointwise(pair[f"{col}_a"], pair[f"{col}_b"], c["op"], tol)
-        ok, near = _settle(res["ok"], res["near"], c)
+        ok, near = res["ok"], res["near"]
         total["points"] += len(pair)
         total["violations"] += int(np.sum(~ok & ~near))
         total["within_tol"] += int(np.sum(res["near"]))
@@ -186,7 +188,7 @@ def _check_order(df, c):
                 total["worst_values"] = [float(pair[f"{col}_a"].iloc[i]), float(pair[f"{col}_b"].iloc[i])]
     if total["points"] == 0:
         return "inconclusive", {**total, "worst_margin": None, "reason": "nothing to compare"}
-    return _verdict(total["violations"], 0 if counts_for else total["within_tol"]), total
+    return _verdict(total["violations"], total["within_tol"]), total
 
 
 def _check_monotone(df, c):
@@ -232,10 +234,14 @@ def _check_bounds(df, c):
     """lower ≤ value ≤ upper at every point, or at `min_points` points (per group with group_by;
     with min_group_share / min_groups, that many groups must pass)."""
     col = c.get("column", "y")
-    tol = c.get("tol", 0.0)
     groups = c.get("group_by", [])
     d = select(df, c.get("select"), c.get("where_x")).reset_index(drop=True)
     _need_rows(d, "select", c, c.get("select"))
+    tol = np.full(len(d), float(c.get("tol", 0.0)))
+    if c.get("tol_se"):  # the tolerance is at least the point's standard error over trials
+        if "se" not in d:
+            raise ClaimSpecError("tol_se needs the table's se column")
+        tol = np.maximum(tol, d["se"].fillna(0.0).to_numpy(float))
     v = d[col].to_numpy(float)
     ok = ~np.isnan(v)
     near = np.zeros(len(d), bool)
@@ -248,12 +254,10 @@ def _check_bounds(df, c):
             continue
         margin = (v - side) if key == "lower" else (side - v)  # > 0: inside
         ok &= (margin > 0) if c.get(strict_key) else (margin >= 0)
-        if tol > 0:
-            near |= np.abs(margin) <= tol
+        near |= (np.abs(margin) <= tol) & (tol > 0)
         inside = np.fmin(inside, margin)
         out[f"min_margin_{key}"] = float(np.nanmin(margin))
     within = near.copy()
-    ok, near = _settle(ok, near, c)
     verdict, numbers = _reduce_groups(d, groups, ok, near, c)
     inside = np.where(np.isnan(v), -np.inf, inside)
     frame = d.assign(_i=np.arange(len(d)))
@@ -264,7 +268,39 @@ def _check_bounds(df, c):
         entry["label"] = _group_label(g, groups, d) if groups else "all"
         entry["worst"] = {"x": float(d["x"].iloc[i]), "value": float(v[i]), "margin": float(inside[i])}
     out["violations"], out["within_tol"] = int(np.sum(~ok & ~near)), int(within.sum())
+    if "min_point_share" in c or c.get("misses_at_smallest_x"):
+        verdict, extra = _share_and_prefix(d, groups, ok & ~near, ~ok & ~near, c)
+        numbers.update(extra)
     return verdict, {**out, **numbers}
+
+
+def _share_and_prefix(d, groups, win, loss, c) -> tuple[str, dict]:
+    """bounds over all points together (lowy2023's C-L5c: "< 1 for most ε, except for some experiments at small
+    ε"): wins at ≥ `min_point_share` of all points (count_verdict), and with `misses_at_smallest_x`, in every group
+    the points that are not wins lie at the group's smallest x (a prefix of its grid): a loss outside the prefix
+    fails, a tie outside it makes the claim inconclusive."""
+    n = len(d)
+    need = math.ceil(c.get("min_point_share", 1.0) * n - 1e-9)
+    verdict = count_verdict(int(win.sum()), int((~win & ~loss).sum()), need)
+    out = {"points_needed": need, "wins": int(win.sum()), "losses": int(loss.sum())}
+    if c.get("misses_at_smallest_x"):
+        frame = d.assign(_win=win, _loss=loss)
+        scattered = {}
+        for name, g in (frame.groupby(groups, sort=True) if groups else [("all", frame)]):
+            g = g.sort_values("x")
+            w = g["_win"].to_numpy()
+            first_win = int(np.argmax(w)) if w.any() else len(w)
+            later = g.iloc[first_win:]
+            if (~later["_win"]).any():  # a miss after a win: not at the smallest x only
+                bad = later[~later["_win"]]
+                scattered[_group_key(name)] = {"label": _group_label(g, groups, d), "x": [float(x) for x in bad["x"]],
+                                               "loss": bool(bad["_loss"].any())}
+        out["misses_not_at_smallest_x"] = scattered
+        if any(s["loss"] for s in scattered.values()):
+            verdict = "fail"
+        elif scattered and verdict == "pass":
+            verdict = "inconclusive"
+    return verdict, out
 
 
 def _check_near(df, c):
@@ -407,13 +443,9 @@ def _check_jointly(df, c):
         per[_group_key(name)] = {"verdict": max((r["verdict"] for r in results), key=SEVERITY.get),
                                  "label": _group_label(g, groups, d), "checks": results}
     verdicts = [g["verdict"] for g in per.values()]
-    if "min_group_share" in c or "min_groups" in c:
-        need = c.get("min_groups", 0) or math.ceil(c.get("min_group_share", 1.0) * len(verdicts) - 1e-9)
-    else:
-        need = len(verdicts)
+    need = groups_needed(c, len(verdicts))
     n_pass, n_maybe = verdicts.count("pass"), verdicts.count("inconclusive")
-    verdict = "pass" if n_pass >= need else ("inconclusive" if n_pass + n_maybe >= need else "fail")
-    return verdict, {"groups": per, "groups_needed": need, "groups_passing": n_pass}
+    return count_verdict(n_pass, n_maybe, need), {"groups": per, "groups_needed": need, "groups_passing": n_pass}
 
 
 CHECKS = {

@@ -202,10 +202,10 @@ def _reason_eventually(c, verdict, n, x_name):
         if g["verdict"] == "pass":
             parts.append(f"{who}{rel} for every {x_name} ≥ {fmt_x(g['x0'])}")
         elif g["verdict"] == "inconclusive":
-            clear = (f"clearly only from {x_name} = {fmt_x(g['x0_clear'])} on" if g.get("x0_clear") is not None
-                     else f"never clearly, even at the largest {x_name}")
-            parts.append(f"{who}{rel} holds from {x_name} = {fmt_x(g['x0'])} on only inside the tolerance band "
-                         f"({clear})")
+            p = g["at_largest"]
+            parts.append(f"{who}{rel} is a tie at the largest {x_name}, so no {x_name} has a win from there on "
+                         f"(wins {g['wins']}, ties {g['ties']}, losses {g['losses']}): "
+                         + _point_text(p, c, left, right, x_name, "within"))
         else:
             p = g["at_largest"]
             parts.append(f"{who}{rel} fails even at the largest {x_name}: "
@@ -271,6 +271,25 @@ def _bound_text(c) -> str:
 
 
 def _reason_bounds(c, verdict, n, x_name):
+    if "points_needed" in n:  # a share of all points, and where the misses lie (_share_and_prefix)
+        return _reason_bounds_share(c, verdict, n, x_name)
+    return _reason_bounds_groups(c, verdict, n, x_name)
+
+
+def _reason_bounds_share(c, verdict, n, x_name):
+    rel = _bound_text(c).replace("y", n.get("curve", "y"), 1)
+    text = (f"{rel} clearly at {n['wins']} of {n['points']} points ({n['points_needed']} needed), "
+            f"{n['losses']} beyond the bound")
+    scattered = n.get("misses_not_at_smallest_x") or {}
+    if scattered:
+        text += "; not only at the smallest " + x_name + ": " + ", ".join(
+            f"{g['label']} misses at {x_name} = {', '.join(fmt_x(x) for x in g['x'])}" for g in scattered.values())
+    elif "misses_not_at_smallest_x" in n:
+        text += f"; every miss lies at the smallest {x_name} values of its panel"
+    return text
+
+
+def _reason_bounds_groups(c, verdict, n, x_name):
     rel = _bound_text(c).replace("y", n.get("curve", "y"), 1)
     per = n["groups"]
     unit = _groups_word(c)

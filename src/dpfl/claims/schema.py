@@ -20,7 +20,7 @@ class CheckKeys(NamedTuple):
 
 
 _ROWS = ("select", "where_x", "column")  # which rows and which value (see select())
-_GROUP_SHARE = ("group_by", "min_points", "min_group_share", "min_groups")  # _reduce_groups
+_GROUP_SHARE = ("group_by", "min_points", "min_group_share", "min_groups", "max_losses")  # _reduce_groups
 
 # The single source of truth for the keys of a check: the configuration schema (check_schema(), served to
 # the config validator), the docstring of dpfl/claims/__init__.py and docs/claims.md ("Check kinds") follow it
@@ -30,11 +30,11 @@ _GROUP_SHARE = ("group_by", "min_points", "min_group_share", "min_groups")  # _r
 CHECK_KEYS: dict[str, CheckKeys] = {
     "compare": CheckKeys(("left", "right", "op"),
                          (*_ROWS, "left_column", "right_column", "per_figure", "match_on", "at", "factor", "offset",
-                          "max_diff", "tol", "tol_se", "rel_tol", "tol_counts", *_GROUP_SHARE)),
-    "order": CheckKeys(("by", "values", "op"), (*_ROWS, "tol", "tol_counts", "group_by")),
+                          "max_diff", "tol", "tol_se", "rel_tol", *_GROUP_SHARE)),
+    "order": CheckKeys(("by", "values", "op"), (*_ROWS, "tol", "group_by")),
     "monotone": CheckKeys(("direction",), (*_ROWS, "strict", "tol", "tol_counts", "group_by")),
-    "bounds": CheckKeys((), (*_ROWS, "lower", "upper", "lower_strict", "upper_strict", "tol", "tol_counts",
-                            *_GROUP_SHARE),
+    "bounds": CheckKeys((), (*_ROWS, "lower", "upper", "lower_strict", "upper_strict", "tol", "tol_se",
+                            "min_point_share", "misses_at_smallest_x", *_GROUP_SHARE),
                         at_least_one=("lower", "upper")),
     "near": CheckKeys(("x", "target", "rel_tol"), ("select", "column")),
     "ratio": CheckKeys(("numerator", "denominator"), (*_ROWS, "min", "max", "interpolate"),
@@ -42,8 +42,7 @@ CHECK_KEYS: dict[str, CheckKeys] = {
     "successive_ratio": CheckKeys(("min",), _ROWS),
     "crossing": CheckKeys(("first", "second"), (*_ROWS, "match_on", "line")),
     "eventually": CheckKeys(("left", "right", "op"),
-                            (*_ROWS, "match_on", "at", "factor", "max_diff", "tol", "tol_se", "tol_counts",
-                             "group_by")),
+                            (*_ROWS, "match_on", "at", "factor", "max_diff", "tol", "tol_se", "group_by")),
     "mean_relative_gap": CheckKeys(("left", "right", "min"), (*_ROWS, "match_on", "at")),
     "slope": CheckKeys((), (*_ROWS, "min", "max", "group_by"), at_least_one=("min", "max")),
     "jointly": CheckKeys(("group_by", "checks"), ("select", "min_groups", "min_group_share")),
@@ -76,7 +75,7 @@ KEY_SCHEMAS: dict[str, dict] = {
     "op": {"enum": list(OPS)},
     "max_diff": {"type": "number", "minimum": 0, "description": "op abs<=: |left − right| ≤ max_diff"},
     "at": {"enum": ["first", "last"], "description": "compare only at the smallest / largest x"},
-    "min_points": {"type": "integer", "minimum": 1,
+    "min_points": {"type": "integer", "minimum": 0,
                    "description": "points that must satisfy the claim beyond the tolerance, per group (compare: "
                                   "group_by, else match_on) (default all)"},
     "min_group_share": {"type": "number", "minimum": 0, "maximum": 1,
@@ -103,8 +102,18 @@ KEY_SCHEMAS: dict[str, dict] = {
             "description": "absolute tolerance: a point within it is inconclusive (or satisfies the claim, "
                            "tol_counts: for)"},
     "tol_counts": {"enum": ["inconclusive", "for"],
-                   "description": "how a point within the tolerance counts: inconclusive (default: a comparison "
-                                  "written without '+ tol') | for (it satisfies the claim: the spec's 'X ≤ Y + tol')"},
+                   "description": "monotone only: how a step within the tolerance counts: inconclusive (default) | "
+                                  "for (it keeps the curve monotone: 'non-increasing within tol'). Every 'better "
+                                  "than' comparison counts a point within the tolerance as a tie, never for the claim"},
+    "max_losses": {"type": "integer", "minimum": 0,
+                   "description": "compare: fail when more points than this are losses (beyond the tolerance the "
+                                  "wrong way), e.g. 'a win in ≥ 75% of panels and a loss in none': 0"},
+    "min_point_share": {"type": "number", "minimum": 0, "maximum": 1,
+                        "description": "bounds: wins needed as a share of all selected points (count_verdict)"},
+    "misses_at_smallest_x": {"type": "boolean",
+                             "description": "bounds: in every group (group_by) the points that are not wins lie at "
+                                            "the group's smallest x (the paper's 'except at small ε'): a loss "
+                                            "elsewhere fails, a tie elsewhere is inconclusive"},
     "min": {"type": "number"},
     "max": {"type": "number"},
     "interpolate": {"enum": ["none", "linear", "loglog"]},
@@ -165,7 +174,7 @@ def _kind_schema(kind: str) -> dict:
         out["dependentSchemas"] = {"max_diff": {"properties": {"op": {
             "const": "abs<=", "description": "max_diff applies only to op 'abs<='"}}}}
     if "tol_counts" in keys:
-        needs = [k for k in ("tol", "tol_se", "rel_tol") if k in keys]
+        needs = [k for k in ("tol", "tol_se", "rel_tol") if k in keys]  # monotone: tol
         rules.append({"if": {"required": ["tol_counts"]},
                       "then": {"title": f"{title} with tol_counts", "anyOf": [{"required": [k]} for k in needs],
                                "description": f"tol_counts needs a tolerance: {' or '.join(needs)}"}})

@@ -115,15 +115,28 @@ def _distinct(series: pd.Series) -> list:
         return sorted(vals, key=str)
 
 
-def _verdict(violations: int, within_tol: int) -> str:
-    if violations:
-        return "fail"
-    return "inconclusive" if within_tol else "pass"
+def count_verdict(wins: int, ties: int, needed: int) -> str:
+    """The one comparison rule of every "better than" claim (spec README §D7). At each point A vs B is a win (A
+    better by more than the tolerance), a loss (B better by more than the tolerance) or a tie; a tie is never a win.
+    A claim that needs `needed` points (or panels) passes when the wins alone reach it, fails when even counting
+    every tie as a win cannot reach it, and is inconclusive otherwise (it hinges on ties). "At every point" is
+    needed = all points: any loss fails, a tie without a loss is inconclusive."""
+    if wins >= needed:
+        return "pass"
+    return "inconclusive" if wins + ties >= needed else "fail"
+
+
+def _verdict(violations: int, within_tol: int, points: int | None = None) -> str:
+    """"At every point": count_verdict with every point needed, from the losses and the ties."""
+    if points is None:  # only the counts of losses and ties are known: every point is needed
+        return "fail" if violations else ("inconclusive" if within_tol else "pass")
+    return count_verdict(points - violations - within_tol, within_tol, points)
 
 
 def _tol_for(c) -> bool:
-    """`tol_counts: for`: a point within the tolerance satisfies the claim (the spec's "≤ X + tol"); the default
-    `inconclusive` makes such a point inconclusive (comparisons written without "+ tol")."""
+    """`tol_counts: for` (only `monotone` accepts it: "non-increasing in ε within tol", a weak property that the
+    spec states with its tolerance): a step within the tolerance satisfies it. Every "better than" comparison
+    counts a point within the tolerance as a tie (count_verdict), never for the claim."""
     return c.get("tol_counts", "inconclusive") == "for"
 
 
@@ -264,19 +277,31 @@ def _reduce_groups(pair, groups: list[str], ok, near, c) -> tuple[str, dict]:
     for name, g in (frame.groupby(groups, sort=True) if groups else [("all", frame)]):
         n = len(g)
         need = c.get("min_points", n)
-        clear = int((g["_ok"] & ~g["_near"]).sum())  # satisfied by more than the tolerance
-        close = int(g["_near"].sum())  # within the tolerance, either way
-        v = "pass" if clear >= need else ("inconclusive" if clear + close >= need else "fail")
-        per_group[_group_key(name)] = {"verdict": v, "satisfied": clear, "within_tol": close, "points": n,
-                                       "needed": need}
+        clear = int((g["_ok"] & ~g["_near"]).sum())  # wins: satisfied by more than the tolerance
+        close = int(g["_near"].sum())  # ties: within the tolerance, either way
+        v = count_verdict(clear, close, need)
+        per_group[_group_key(name)] = {"verdict": v, "satisfied": clear, "within_tol": close,
+                                       "losses": n - clear - close, "points": n, "needed": need}
     verdicts = [g["verdict"] for g in per_group.values()]
+    losses = sum(g["losses"] for g in per_group.values())
     if groups and ("min_group_share" in c or "min_groups" in c):
-        need = c.get("min_groups", 0) or math.ceil(c.get("min_group_share", 1.0) * len(verdicts) - 1e-9)
+        need = groups_needed(c, len(verdicts))
         n_pass = verdicts.count("pass")
-        n_maybe = verdicts.count("inconclusive")
-        verdict = "pass" if n_pass >= need else ("inconclusive" if n_pass + n_maybe >= need else "fail")
-        return verdict, {"groups": per_group, "groups_needed": need, "groups_passing": n_pass}
-    return max(verdicts, key=SEVERITY.get), {"groups": per_group}
+        verdict = count_verdict(n_pass, verdicts.count("inconclusive"), need)
+        out = {"groups": per_group, "groups_needed": need, "groups_passing": n_pass}
+    else:
+        verdict, out = max(verdicts, key=SEVERITY.get), {"groups": per_group}
+    if "max_losses" in c:  # e.g. "a win in ≥ 75% of panels and a loss in none" (kato2024's C-K4f)
+        out.update(losses=losses, max_losses=c["max_losses"])
+        if losses > c["max_losses"]:
+            verdict = "fail"
+    return verdict, out
+
+
+def groups_needed(c, n_groups: int) -> int:
+    """How many groups must pass: `min_groups`, or `min_group_share` of them (default all)."""
+    share = c.get("min_group_share", 1.0)
+    return int(c.get("min_groups", 0)) or math.ceil(share * n_groups - 1e-9)
 
 
 def _point(pair, i: int, keys: list[str], lhs, rhs, margin, tol) -> dict:

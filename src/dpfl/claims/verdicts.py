@@ -45,6 +45,12 @@ def evaluate_claim(df: pd.DataFrame, claim: dict, data_source: str, x_name: str 
         "reason": claim_reason(results, verdict, data_source),
         "checks": results,
     }
+    # what the reader sees beside the verdict: the paper's words and their place; a sanity check (an identity, the
+    # accounting, a property by construction) is reported apart and never counted among the paper's claims
+    out["sanity"] = bool(claim.get("sanity", False))
+    for key in ("quote", "place", "verbatim", "inferred_claim"):
+        if key in claim:
+            out[key] = claim[key]
     if claim.get("paper_inconsistent"):
         out["paper_inconsistent"] = claim["paper_inconsistent"]
     if any("no_rows" in r["numbers"] for r in results):

@@ -143,7 +143,7 @@ class GridLayout(FigureLayout):
                     "level": {level_name(a) for a in levels} | groups,
                     "quantity": {"excess_risk" if grid["task"] == "synthetic" else "accuracy"}
                     | ({"eps"} if eps_rows else set()),
-                    "window": {"round", "early", "final"}}
+                    "window": {"round", "early_round", "final"}}
         out = {"panel": set(grids), "quantity": {metric(g) for g in grids.values()} | {"gain_area"},
                "curve": {"local only", "global only", "best personalized", "best of local and global", "gain"},
                "level": {"0"}, "sigma": set(), "window": {"point", "budget", "summary"}}
