@@ -1,4 +1,4 @@
-"""bietti2022 bad input (issue 10 §5): each stops before any training with a message naming the file, the key and
+"""bietti2022 bad input: each stops before any training with a message naming the file, the key and
 what is allowed: negative a or η, σ < 0, C = 0, an unknown task, Q > N."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def test_envelope_hand_worked():
 
 
 def test_envelope_starts_at_the_start_point_when_a_point_lies_below_eps_min():
-    """Issue 23 item 10: a personalized point with ε < ε_min = 0.1, more accurate than local only. The start point
+    """A personalized point with ε < ε_min = 0.1, more accurate than local only. The start point
     comes first, so that point is skipped and the curve starts at (0.1, local only); sorting the start point among
     the others (the earlier rule) kept (0.05, 0.60) first and then dropped the start point as less accurate."""
     points = [(0.05, 0.60), (0.08, 0.62), (2.0, 0.58), (20.0, 0.70)]
@@ -113,7 +113,7 @@ def fig2_tables(personal_eps: float = 0.05) -> list[pd.DataFrame]:
 
 
 def test_fig2_plot_draws_the_envelope_inside_the_x_range():
-    """Issue 24 item 6: the quick-scale Stackoverflow envelope was (0.1, local only) and one point at ε ≈ 12,000; its
+    """Before the fix, the quick-scale Stackoverflow envelope was (0.1, local only) and one point at ε ≈ 12,000; its
     line entered the panel from beyond ε = 1000 at an interpolated accuracy no run reached. Drawn now: the kept points
     inside [0.1, 1000] and a level segment from the last of them to 1000 (the best accuracy within that budget)."""
     import matplotlib.pyplot as plt

@@ -1,6 +1,6 @@
 """The cell stage (dpfl.stages.cell): the table a cell writes holds results only; the wall-clock measurements the cell
 function reports (seconds per round, per evaluation) go to a sidecar beside it, so the same configuration gives the
-same table bytes (issue 24 item 4), and the table stage still sums the cells' round loops from the sidecars."""
+same table bytes, and the table stage still sums the cells' round loops from the sidecars."""
 
 from __future__ import annotations
 

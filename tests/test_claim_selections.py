@@ -4,7 +4,7 @@ A claim's check selects rows of its figure's tidy table by column values (`selec
 `x`, `where_x`, ...). Where a column's values come from the settings (kato2024's `implementation` from
 params.implementations, `method` from params.methods, `panel` from the panel ids; bietti2022's `sigma` and `level`
 from the grid and `show`; lowy2023's `algorithm`, `panel` and x = the ε grid), a scale that drops a value a claim
-selects leaves that claim nothing to check (issue 24: smoke ran Figs 11-12 with the fast implementation only, and
+selects leaves that claim nothing to check (smoke once ran Figs 11-12 with the fast implementation only, and
 C-K11/C-K12 select the reference one). This test derives those values from each scale's settings, through the
 figure family's `table_values` hook (dpfl.figure.FigureLayout), and checks every selection of every claim against
 them: the figures' own claims and the paper-level claims over several figures (panels renamed <figure>/<panel>), in
@@ -231,7 +231,7 @@ def _with_params(cfg, paper: str, edits: dict[str, dict]):
 
 
 def test_the_check_finds_a_scale_that_drops_a_selected_value(configs):
-    """Issue 24: smoke's Figs 11-12 with the fast implementation only leave C-K11 and C-K12 (implementation:
+    """Smoke's Figs 11-12 with the fast implementation only leave C-K11 and C-K12 (implementation:
     reference) nothing to check; bietti2022 Fig 1a without the σ of C-B1a-3/4 leaves them nothing; a lowy2023 ε grid
     without ε ≤ 0.25 leaves C-L5a's where_x nothing; kato2024 Fig 8 without ULDP-AVG-w has no loss-gap rows
     (C-K8b); Figs 4-7 without ULDP-SGD leave C-K4a/e (over several figures) nothing; Fig 5 without GROUP-2 leaves

@@ -1,6 +1,6 @@
 """The real datasets from the offline mirror (DPFL_DATA_MIRROR, else ../shared/datasets; skipped when absent):
 the catalog's checksums match the mirror, and mnist / insurance / obesity prepare to the counts verified in
-shared/datasets/MANIFEST.md. Only the mirror is used (data_source real, mirror given): nothing is downloaded."""
+the mirror's MANIFEST.md. Only the mirror is used (data_source real, mirror given): nothing is downloaded."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The documentation's shape (issue 22 §4, issue 24 §9): a short README whose first screen has the two commands, and
+"""The documentation's shape: a short README whose first screen has the two commands, and
 no relative link in README.md or docs/ (recursively) that points to a missing file."""
 
 from __future__ import annotations

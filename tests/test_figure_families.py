@@ -299,7 +299,7 @@ def test_a_figure_of_an_existing_family_is_one_registry_entry_and_its_yaml(proje
 
 def test_a_cell_reads_only_its_own_data(configs):
     """bietti2022 Fig 2's Stackoverflow cells (which Fig 1b reads) need no EMNIST; a kato2024 cell reads its own
-    panel's allocations; a Fig 12 protocol cell reads nothing (issue 24 item 7)."""
+    panel's allocations; a Fig 12 protocol cell reads nothing."""
     cfg = configs["quick"]
     for cell in jobs.cell_ids(cfg, "bietti2022", "fig2", "none"):
         datasets, _ = jobs.cell_needs(cfg, "bietti2022", "fig2", cell, "none")

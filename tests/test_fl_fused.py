@@ -1,4 +1,4 @@
-"""The fused local-training loops of dpfl.fl.gradients (issue 25: the same numbers, less work per step) against the
+"""The fused local-training loops of dpfl.fl.gradients (the same numbers, less work per step) against the
 per-step paths they replace, bit for bit: one draw of every dropout site's fair coins (`fair_masks`) against
 `keep_mask` per site, `MlpPath.sgd` (each epoch's rows gathered once, targets and row weights once per epoch) against
 `_ModulePath.sgd` (epoch_batches and one `sgd_step` per step) on the Creditcard MLP and a Sequential with an in-place

@@ -1,4 +1,4 @@
-"""kato2024 bad input (issue 9): each stops before any training, with a message naming the file, the key and what is
+"""kato2024 bad input: each stops before any training, with a message naming the file, the key and what is
 allowed, and leaves nothing half-written. One test (or two) per item:
 
 - an unknown method id or distribution name in a training figure of config/papers/kato2024.yaml (ConfigError);

@@ -1,4 +1,4 @@
-"""ULDP-GROUP-k with a silo that record bounding left empty (spec §4 GROUP step 3; issue 23 item 1: TCGA U = 50 zipf
+"""ULDP-GROUP-k with a silo that record bounding left empty (spec §4 GROUP step 3; seen with TCGA U = 50 zipf
 GROUP-2 in 3 of 5 seeds). Opacus semantics: the silo takes no DP-SGD step, so it sends Δ_s = 0, draws no noise and
 adds no RDP; it still counts among the S in the server's mean. Before the fix it took one step of pure noise per
 epoch (expected batch clamped to 1) and was charged as q = 1 full-batch steps, doubling that seed's ε."""

@@ -1,4 +1,4 @@
-"""kato2024's figures list what their configuration decides beyond the paper's text (issue 23 item 4), and the
+"""kato2024's figures list what their configuration decides beyond the paper's text, and the
 numbers their notes give are the code's: the unused local test split of silos over 500 records, the exactly
 balanced `uniform` allocation, the Creditcard MLP's parameter count, Fig 12's records dropped above N̄."""
 

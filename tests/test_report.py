@@ -235,7 +235,7 @@ def test_standalone_copy_inlines_every_file(built, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
-# issue 24 item 2: no rows selected is a verdict; a failed or missing claims file never shows old verdicts
+# no rows selected is a verdict; a failed or missing claims file never shows old verdicts
 # --------------------------------------------------------------------------------------------------
 
 MISSING_VALUE = {"id": "C-D5", "claim": "A beats C", "checks": [
@@ -445,7 +445,7 @@ def test_the_summary_orders_every_cause():
 
 
 # --------------------------------------------------------------------------------------------------
-# issue 23 item 2: a claim over several figures with a stand-in member also gets its verdict without it
+# a claim over several figures with a stand-in member also gets its verdict without it
 # --------------------------------------------------------------------------------------------------
 
 C_D7 = {"id": "C-D7", "figures": ["fig1", "fig2"], "claim": "A beats B everywhere",
@@ -509,7 +509,7 @@ def test_no_part_without_stand_ins_when_all_or_none_are_stand_ins(tmp_path, sour
 
 
 # --------------------------------------------------------------------------------------------------
-# issue 24 item 6: the scale banner, the cells' compute time, why a dataset is a stand-in
+# the scale banner, the cells' compute time, why a dataset is a stand-in
 # --------------------------------------------------------------------------------------------------
 
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Gather the project's Python dependencies as wheels for a GPU machine that has Python 3.12 and a CUDA build of
-# PyTorch but no package index (run here, where PyPI is reachable). torch itself (and its CUDA/triton packages) is
+# PyTorch but no package index (run it where PyPI is reachable). torch itself (and its CUDA/triton packages) is
 # left out: the GPU machine keeps its own CUDA build.
 #
 #   bash tools/gpu/gather_wheels.sh [all|bench] [python-version]
 #
 # all   (default) every runtime dependency of pyproject.toml with its transitive dependencies, as resolved in .venv;
-# bench what `python -m dpfl bench` needs beyond what the device machines' CUDA image already holds (it has numpy,
-#       pandas, scipy, PyYAML, attrs, mpmath, absl-py: /work/.library/device/KINDS.md), a few MiB, small enough to
-#       carry (the device tool carries at most 64 MiB with the working tree).
+# bench what `python -m dpfl bench` needs beyond what the CUDA image it was made for already holds (numpy, pandas,
+#       scipy, PyYAML, attrs, mpmath, absl-py), a few MiB, small enough to send with the working tree to a GPU job
+#       runner that caps extra files (e.g. at 64 MiB).
 # Wheels land in wheelhouse/py<version>/<set>/ (ignored by git); install them there with tools/gpu/install_and_bench.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

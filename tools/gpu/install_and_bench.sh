@@ -5,7 +5,8 @@
 #
 #   bash tools/gpu/install_and_bench.sh [wheel folder] [extra bench arguments...]
 #
-# Output goes to stdout and, when $OUT is set (the device tool), to $OUT/bench_gpu.txt.
+# Output goes to stdout and, when $OUT is set (e.g. a job runner's folder of files to bring back), to
+# $OUT/bench_gpu.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WHEELS="${1:-$(ls -d wheelhouse/py312/* 2>/dev/null | head -1)}"
