@@ -5,7 +5,7 @@ running for a day.
 Every registered figure and mode gets an entry: built (its image, data source, scale, settings and code hashes, run
 time, machine, every claim's verdict, cause and reason, beside a quick build's verdict when one is given) or not
 built (and why). Nothing is edited by hand: `python -m dpfl record` rewrites the pages from record.json, which it
-updates paper by paper or figure by figure (a paper-scale record takes longer than one sitting, so it is built in
+updates paper by paper or figure by figure (a paper-scale record is built in
 pieces: each entry keeps the date, commit and command of the build it came from), and `python -m dpfl record
 --check` lists the entries whose settings or code differ from today's (the hashes the rerun logic uses: the table
 job's `config_hash` and the files every stage of the figure imports, dpfl.codedeps.stage_code).

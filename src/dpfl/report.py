@@ -259,7 +259,8 @@ def _rows(variants: list[dict]) -> list[dict]:
     for i, v in enumerate(variants):
         for c in v["claims"]:
             row = rows.setdefault(c["id"], {"id": c["id"], "claim": c["claim"], "note": c.get("note", ""),
-                                            "cells": [None] * len(variants)})
+                                            "sanity": c.get("sanity", False), "quote": c.get("quote", ""),
+                                            "place": c.get("place", ""), "cells": [None] * len(variants)})
             row["cells"][i] = c
     return list(rows.values())
 
@@ -341,7 +342,9 @@ def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path
     problems += [{"what": f"{c['paper']} {c['id']} over {' + '.join(c['figures'])}"
                   + (f" ({c['mode']})" if c["mode"] != "none" else ""), "anchor": f"{c['paper']}-claims-{c['id']}",
                   "state": c["claims_state"], "text": c["claims_problem"]} for c in cross if c["claims_problem"]]
-    all_claims = [c for e in [*entries, *cross] for c in e["claims"]]
+    every = [c for e in [*entries, *cross] for c in e["claims"]]
+    all_claims = [c for c in every if not c.get("sanity")]  # the paper's claims; sanity checks are counted apart
+    sanity = Counter(c["verdict"] for c in every if c.get("sanity"))
     verdicts = Counter(c["verdict"] for c in all_claims)
     causes = Counter(c["cause"] for c in all_claims if c.get("cause"))
     env = jinja2.Environment(loader=jinja2.PackageLoader("dpfl", "templates"), autoescape=True,
@@ -353,6 +356,7 @@ def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path
         cross_groups=group_variants(cross, "id"),
         settings=settings,
         verdicts=[(v, verdicts.get(v, 0)) for v in VERDICT_ORDER],
+        sanity=[(v, sanity.get(v, 0)) for v in VERDICT_ORDER if sanity.get(v)],
         causes=[(c, causes[c], CAUSES[c]) for c in CAUSE_ORDER if causes.get(c)],
         scale_note=scale_summary(entries, settings),
         mode_label=MODE_LABEL,

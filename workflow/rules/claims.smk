@@ -2,7 +2,9 @@
 # several figures together. A paper file's top-level `claims:` lists the latter, each with `figures: [...]` (e.g.
 # lowy2023's C-L89a/b over the 8 panels of Figs 8 and 9); rule paper_claims_<mode> evaluates one on the figures'
 # tidy tables concatenated (panels renamed "<figure>/<panel>") -> results/<paper>/[authors-code/]claims-<id>.json,
-# which the report shows under the paper. It is built when all its figures are selected, in the modes they share.
+# which the report shows under the paper. It is built when at least one of its figures is selected, over the selected
+# ones (it names them, and the figures it could not read), in the modes they share: a claim is never left without a
+# verdict because one of its figures is not built (e.g. a figure that takes hours, or needs a GPU, at paper scale).
 localrules: paper_claims_none, paper_claims_authors_code
 
 
@@ -48,8 +50,14 @@ def paper_claim(paper, claim_id):
     raise WorkflowError(f"no claim {claim_id!r} in the top-level claims of config/papers/{paper}.yaml")
 
 
+def built_figures(paper, claim):
+    """The figures of a claim over several figures that this run builds (selected), in the claim's order."""
+    chosen = set(CFG.selected())
+    return [f for f in claim["figures"] if (paper, f) in chosen]
+
+
 def selected_paper_claims():
-    """(paper, claim, mode) of every claim over several figures whose figures are all selected."""
+    """(paper, claim, mode) of every claim over several figures with at least one of its figures selected."""
     chosen = set(CFG.selected())
     out = []
     for paper in sorted(CFG.papers):
@@ -58,8 +66,9 @@ def selected_paper_claims():
             if unknown:
                 raise WorkflowError(f"dpfl configuration error: config/papers/{paper}.yaml: claims {claim['id']}: "
                                     f"unknown figure(s) {unknown}; allowed: {', '.join(sorted(CFG.papers[paper]['figures']))}")
-            if all((paper, f) in chosen for f in claim["figures"]):
-                out += [(paper, claim, m) for m in _modes_of(paper, claim["figures"])]
+            built = built_figures(paper, claim)
+            if built:
+                out += [(paper, claim, m) for m in _modes_of(paper, built)]
     return out
 
 
@@ -69,7 +78,7 @@ def paper_claim_outputs():
 
 def _claim_tables(mode, ext):
     def files(wildcards):
-        figures = paper_claim(wildcards.paper, wildcards.claim)["figures"]
+        figures = built_figures(wildcards.paper, paper_claim(wildcards.paper, wildcards.claim))
         return [figure_dir(wildcards.paper, f, _figure_mode(wildcards.paper, f, mode)) + f"{f}.{ext}" for f in figures]
     return files
 
@@ -83,13 +92,14 @@ for _mode, _sub in MODE_SUBDIR.items():
         input:
             csvs=_claim_tables(_mode, "csv"),
             sidecars=_claim_tables(_mode, "json"),
-            other=lambda w, _mode=_mode: other_mode_claims(w.paper, paper_claim(w.paper, w.claim)["figures"], _mode,
-                                                           w.claim),
+            other=lambda w, _mode=_mode: other_mode_claims(w.paper, built_figures(w.paper, paper_claim(w.paper, w.claim)),
+                                                           _mode, w.claim),
             code=code_files("dpfl.stages.claims"),
         output:
             claims=f"results/{{paper}}/{_sub}claims-{{claim}}.json",
         params:
             claim=lambda w: paper_claim(w.paper, w.claim),
+            built=lambda w: built_figures(w.paper, paper_claim(w.paper, w.claim)),  # the figures it is evaluated over
             context=lambda w: claims_context(w.paper, paper_claim(w.paper, w.claim)["figures"]),
         wildcard_constraints:
             claim="[A-Za-z0-9_.-]+",

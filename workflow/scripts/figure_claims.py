@@ -5,7 +5,7 @@ from dpfl.stages.claims import run_claims, run_paper_claims
 if snakemake.rule.startswith("paper_claims"):
     run_paper_claims(snakemake.wildcards.paper, snakemake.params.claim, list(snakemake.input.csvs),
                      list(snakemake.input.sidecars), snakemake.output.claims, snakemake.log[0],
-                     snakemake.params.context, list(snakemake.input.other))
+                     snakemake.params.context, list(snakemake.input.other), built=list(snakemake.params.built))
 else:
     run_claims(snakemake.wildcards.paper, snakemake.wildcards.figure, snakemake.params.claims, snakemake.input.csv,
                snakemake.input.sidecar, snakemake.output.claims, snakemake.log[0], snakemake.params.context,

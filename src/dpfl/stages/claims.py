@@ -131,12 +131,16 @@ def _without_standin(tables: dict[str, pd.DataFrame], sidecars: dict[str, dict],
 
 
 def run_paper_claims(paper: str, claim: dict, csv_paths: list[str], sidecar_paths: list[str], out_path: str,
-                     log_path: str | None, context: dict | None = None, other_paths=()) -> None:
-    """A claim over several figures (`claim["figures"]`, in the order of csv_paths / sidecar_paths). Where some but
-    not all of them ran on stand-in data, the claim also gets its verdict over the others alone (`without_standin`:
-    figures, verdict, reason, cause, checks), beside the verdict over all of them (then `stand-in`)."""
+                     log_path: str | None, context: dict | None = None, other_paths=(),
+                     built: list[str] | None = None) -> None:
+    """A claim over several figures, evaluated over those of `claim["figures"]` that were built (`built`, default
+    all; in the order of csv_paths / sidecar_paths): the claims file names them (`figures`) and the others
+    (`figures_not_built`), and the reason says so. Where some but not all of them ran on stand-in data, the claim
+    also gets its verdict over the others alone (`without_standin`: figures, verdict, reason, cause, checks), beside
+    the verdict over all of them (then `stand-in`)."""
     log = get_logger(log_path, f"{paper}/{claim['id']}:claims")
-    figures = list(claim["figures"])
+    figures = list(built or claim["figures"])
+    missing = [f for f in claim["figures"] if f not in figures]
     try:
         tables = {f: tidy.read(p) for f, p in zip(figures, csv_paths)}
         sidecars = [json.loads(Path(p).read_text()) for p in sidecar_paths]
@@ -149,9 +153,14 @@ def run_paper_claims(paper: str, claim: dict, csv_paths: list[str], sidecar_path
         log.error("claim %s over %s not evaluated: %s: %s", claim["id"], "+".join(figures), type(exc).__name__, exc)
         raise
     _log_results(log, out["claims"], f" over {'+'.join(figures)}")
+    if missing:  # evaluated over the built figures only: say so where the verdict is read
+        for r in [out["claims"][0]] + ([part] if part is not None else []):
+            r["reason"] = f"over {', '.join(part['figures'] if r is part else figures)} (not built: " \
+                          f"{', '.join(missing)}): {r['reason']}"
     if part is not None:
         out["claims"][0]["without_standin"] = part
         _log_results(log, [{"id": claim["id"], **part}], f" over {'+'.join(part['figures'])} (without stand-ins)")
-    write_json({"paper": paper, "figure": None, "figures": figures, "claim_id": claim["id"],
+    write_json({"paper": paper, "figure": None, "figures": figures, "figures_not_built": missing,
+                "claim_id": claim["id"],
                 "data_sources": {f: s["data_source"] for f, s in zip(figures, sidecars)}, **out,
                 "inputs": inputs_record(dict(zip(figures, csv_paths)), claim)}, out_path)
