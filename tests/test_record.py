@@ -308,3 +308,42 @@ def test_a_refused_record_writes_nothing(project, tmp_path):
     with pytest.raises(record.RecordError, match="holds no built figure of bietti2022/fig1a"):
         record.build(root, results, None, {"kato2024": {"fig6"}, "bietti2022": {"fig1a"}}, "cmd", out=out)
     assert not out.exists()
+
+
+def test_each_row_shows_its_own_quick_verdict_whatever_its_id_mode_or_variant(project, tmp_path):
+    """Quick-scale verdicts are keyed by claim id, mode and variant: the same id in both modes of a claim over several
+    figures, or twice in one claims file, shows each row's own quick verdict (keyed by id alone, one overwrote the
+    other)."""
+    root, results = project
+    quick = tmp_path / "quick"
+    shutil.copytree(results / "lowy2023", quick / "lowy2023")
+    twice = [{"id": "C-Lmono", "claim": "errors fall with ε", "verdict": v, "reason": "r"} for v in ("pass", "fail")]
+    for tree, verdicts in ((results, ("pass", "pass")), (quick, ("inconclusive", "fail"))):
+        fig4 = [{**c, "verdict": v} for c, v in zip(twice, verdicts)]
+        (tree / "lowy2023/fig4/claims.json").write_text(json.dumps({"claims": fig4}))
+        for mode, verdict in (("none", verdicts[0]), ("authors-code", verdicts[1])):
+            d = tree / "lowy2023" / paths.MODE_SUBDIR[mode]
+            d.mkdir(parents=True, exist_ok=True)
+            claim = {"id": "C-L89a", "claim": "MB-SGD beats Local SGD", "verdict": "pass", "reason": "r"}
+            if tree is quick:
+                claim["verdict"] = verdict
+            (d / "claims-C-L89.json").write_text(json.dumps({"figures": ["fig8", "fig9"], "claims": [claim]}))
+    rec = record.build(root, results, quick, ["lowy2023"], "python -m dpfl record")["papers"]["lowy2023"]
+    fig4 = next(e for e in rec["entries"] if e["figure"] == "fig4")
+    assert fig4["quick_verdicts"] == [{"id": "C-Lmono", "mode": "none", "variant": "none", "verdict": v}
+                                      for v in ("inconclusive", "fail")]
+    assert {(c["mode"], c["quick_verdict"]) for c in rec["paper_claims"]} == {("none", "inconclusive"),
+                                                                              ("authors-code", "fail")}
+    page = (root / paths.RECORD_DIR / "lowy2023.md").read_text().splitlines()
+    fig4_rows = [line for line in page if line.startswith("| C-Lmono | errors fall with ε |")]
+    assert [row.rsplit("|", 2)[-2].strip() for row in fig4_rows] == ["inconclusive", "fail"]
+    cross_rows = [line for line in page if line.startswith("| C-L89a |")]
+    assert [row.rsplit("|", 2)[-2].strip() for row in cross_rows] == ["inconclusive", "fail"]  # none, authors-code
+
+
+def test_a_record_with_quick_verdicts_keyed_by_id_is_read_per_claim_mode_and_variant(project):
+    """An older record.json ({id: verdict} per entry) is upgraded to {id, mode, variant, verdict} items when read."""
+    part = {"entries": [{"figure": "fig5", "mode": "authors-code", "quick_verdicts": {"C-L5a": "inconclusive"}}],
+            "paper_claims": []}
+    assert record._upgrade(part)["entries"][0]["quick_verdicts"] == [
+        {"id": "C-L5a", "mode": "authors-code", "variant": "authors-code", "verdict": "inconclusive"}]

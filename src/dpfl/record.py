@@ -115,6 +115,41 @@ def _claims(data: dict | None) -> list[dict]:
     return [{k: c[k] for k in c if k in keep or k.startswith("verdict_")} for c in (data or {}).get("claims", [])]
 
 
+def variant(item: dict) -> str:
+    """The variant an entry or claim comes from: its own `variant` where it names one (an ablation, e.g. "q7"), else
+    its mode's name (today each mode is one variant: "none", "authors-code")."""
+    return item.get("variant", item["mode"])
+
+
+def quick_key(claim_id: str, mode: str, variant_name: str) -> tuple[str, str, str]:
+    """What tells one quick-scale verdict from another: a claim id alone does not (a claim evaluated in several
+    variants, or one id on several figures, would overwrite the others)."""
+    return claim_id, mode, variant_name
+
+
+def _quick_verdicts(quick_claims: list[dict], mode: str, variant_name: str) -> list[dict]:
+    """A quick build's verdicts as the record keeps them: one {id, mode, variant, verdict} per claim, in the quick
+    claims file's order (a list, so that no verdict overwrites another)."""
+    return [{"id": c["id"], "mode": mode, "variant": variant_name, "verdict": c["verdict"]} for c in quick_claims]
+
+
+def _match_quick(claims: list[dict], quick: list[dict], mode: str, variant_name: str) -> list[str | None]:
+    """The quick-scale verdict of each claim, in order (None where the quick build has none): the quick verdict with
+    the claim's key (quick_key), the n-th one of a key for the n-th claim of that key (a claims file may hold an id
+    twice)."""
+    by_key: dict[tuple, list[str]] = {}
+    for q in quick:
+        by_key.setdefault(quick_key(q["id"], q["mode"], q["variant"]), []).append(q["verdict"])
+    seen: Counter = Counter()
+    matched = []
+    for c in claims:
+        key = quick_key(c["id"], mode, variant_name)
+        verdicts = by_key.get(key, [])
+        matched.append(verdicts[seen[key]] if seen[key] < len(verdicts) else None)
+        seen[key] += 1
+    return matched
+
+
 def _image(png: Path) -> bytes:
     """The figure's PNG, shrunk until it is at most MAX_IMAGE_BYTES (a committed file)."""
     from PIL import Image
@@ -185,6 +220,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         (out / image).parent.mkdir(parents=True, exist_ok=True)
         (out / image).write_bytes(_image(png))
     quick_claims = _claims(_read_json(quick / rel / "claims.json")) if quick else []
+    variant_name = mode  # each mode is one variant today; an ablation's entry would name its own (variant())
     shared = shared_seconds(root, results, paper, figure, mode, meta["scale"], {} if configs is None else configs)
     return {
         **entry,
@@ -206,7 +242,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         "versions": meta.get("versions", {}),
         "image": image,
         "claims": _claims(_read_json(results / rel / "claims.json")),
-        "quick_verdicts": {c["id"]: c["verdict"] for c in quick_claims},
+        "quick_verdicts": _quick_verdicts(quick_claims, mode, variant_name),
     }
 
 
@@ -218,10 +254,11 @@ def _paper_claims(results: Path, quick: Path | None, paper: str) -> list[dict]:
         for path in sorted((results / sub).glob("claims-*.json")):
             data = json.loads(path.read_text())
             q = _read_json(quick / sub / path.name) if quick else None
-            quick_verdicts = {c["id"]: c["verdict"] for c in _claims(q)}
-            for c in _claims(data):
+            claims, variant_name = _claims(data), mode  # each mode is one variant today (variant())
+            matched = _match_quick(claims, _quick_verdicts(_claims(q), mode, variant_name), mode, variant_name)
+            for c, quick_verdict in zip(claims, matched):
                 out.append({"paper": paper, "mode": mode, "figures": data.get("figures", []), **c,
-                            "quick_verdict": quick_verdicts.get(c["id"])})
+                            "quick_verdict": quick_verdict})
     return out
 
 
@@ -251,12 +288,17 @@ def selection(papers: list[str] | None, figures: list[str] | None) -> dict[str, 
 
 
 def _upgrade(part: dict) -> dict:
-    """A paper's part of a record written before entries carried their own build (recorded, commit, dirty, command
-    per paper): each entry and claim takes the paper's."""
+    """A paper's part of a record written in an older form: before entries carried their own build (recorded, commit,
+    dirty, command per paper), each entry and claim takes the paper's; before quick verdicts were keyed by claim, mode
+    and variant ({id: verdict} per entry), each becomes one {id, mode, variant, verdict} of its entry's variant."""
     build_of = {k: part[k] for k in BUILD_KEYS if k in part}
     for item in part.get("entries", []) + part.get("paper_claims", []):
         for k, v in build_of.items():
             item.setdefault(k, v)
+    for e in part.get("entries", []):
+        if isinstance(e.get("quick_verdicts"), dict):
+            e["quick_verdicts"] = [{"id": i, "mode": e["mode"], "variant": variant(e), "verdict": v}
+                                   for i, v in e["quick_verdicts"].items()]
     return {"entries": part.get("entries", []), "paper_claims": part.get("paper_claims", [])}
 
 
@@ -307,8 +349,8 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
                                     "why": "not recorded yet", **made})
         claims = [{**c, **made} for c in _paper_claims(results, quick, paper)]
         if figures is not None:  # recording some figures: the other claims over several figures stay
-            fresh = {(c["id"], c["mode"]) for c in claims}
-            claims = [c for c in kept["paper_claims"] if (c["id"], c["mode"]) not in fresh] + claims
+            fresh = {(c["id"], c["mode"], variant(c)) for c in claims}
+            claims = [c for c in kept["paper_claims"] if (c["id"], c["mode"], variant(c)) not in fresh] + claims
         record["papers"][paper] = {"entries": entries, "paper_claims": claims}
     _write(out, record)
     return record
@@ -447,12 +489,13 @@ def _paper_page(paper: str, part: dict) -> str:
                   f"`{e['settings_hash']}` | `{e['code_hash']}` | {_run_time(e)} | "
                   f"{machine.get('cpu_count')} CPU, {_cell(machine.get('accelerator'))} | {source(e)} |", ""]
         if e["claims"]:
-            lines += _claims_table(e["claims"], e.get("quick_verdicts", {}))
+            lines += _claims_table(e["claims"], _match_quick(e["claims"], e.get("quick_verdicts", []), e["mode"],
+                                                             variant(e)))
     if part["paper_claims"]:
         lines += ["## Claims over several figures", ""]
         for n in sorted({number(c) for c in part["paper_claims"]}):
             claims = [c for c in part["paper_claims"] if number(c) == n]
-            lines += [f"From build {n}:", ""] + _claims_table(claims, {c["id"]: c["quick_verdict"] for c in claims})
+            lines += [f"From build {n}:", ""] + _claims_table(claims, [c.get("quick_verdict") for c in claims])
     return "\n".join(lines) + "\n"
 
 
@@ -462,14 +505,15 @@ def _run_time(e: dict) -> str:
                                        if shared else "")
 
 
-def _claims_table(claims: list[dict], quick: dict) -> list[str]:
+def _claims_table(claims: list[dict], quick: list[str | None]) -> list[str]:
+    """The claims as table rows, each beside its own quick-scale verdict (`quick`, one per claim, in order)."""
     extra = sorted({k for c in claims for k in c if k.startswith("verdict_") and k != "verdict_on_data"})
     head = "| claim | | verdict | " + "".join(f"{k} | " for k in extra) + "cause | reason | quick-scale verdict |"
     lines = [head, "|" + "---|" * (6 + len(extra))]
-    for c in claims:
+    for c, quick_verdict in zip(claims, quick):
         lines.append(f"| {c['id']} | {_cell(c.get('claim'))} | **{c['verdict']}** | "
                      + "".join(f"{_cell(c.get(k))} | " for k in extra)
-                     + f"{_cell(c.get('cause'))} | {_cell(c.get('reason'))} | {_cell(quick.get(c['id']))} |")
+                     + f"{_cell(c.get('cause'))} | {_cell(c.get('reason'))} | {_cell(quick_verdict)} |")
     return lines + [""]
 
 
