@@ -347,3 +347,22 @@ def test_a_record_with_quick_verdicts_keyed_by_id_is_read_per_claim_mode_and_var
             "paper_claims": []}
     assert record._upgrade(part)["entries"][0]["quick_verdicts"] == [
         {"id": "C-L5a", "mode": "authors-code", "variant": "authors-code", "verdict": "inconclusive"}]
+
+
+def test_the_summary_counts_figures_apart_from_their_authors_code_variants(project):
+    """The summary's "figures built" counts distinct figures built in the paper's own mode; the authors-code builds
+    are counted as variants (they were counted as more figures)."""
+    root, results = project
+    for figure in ("fig5", "fig8"):
+        d = results / "lowy2023" / figure
+        shutil.copytree(d, results / Path(paths.figure_dir("lowy2023", figure, "authors-code")).relative_to("results"),
+                        ignore=shutil.ignore_patterns("authors-code"))
+    record.build(root, results, None, ["lowy2023"], "python -m dpfl record")
+    summary = (root / paths.RECORD_DIR / "README.md").read_text().splitlines()
+    head = next(line for line in summary if line.startswith("| paper |"))
+    row = next(line for line in summary if line.startswith("| [lowy2023]"))
+    cells = dict(zip([c.strip() for c in head.split("|")], [c.strip() for c in row.split("|")]))
+    n_figures = sum(p == "lowy2023" for p, _ in FIGURES)
+    assert (cells["figures built"], cells["variants built"], cells["not built"]) == (str(n_figures), "2", "0")
+    not_recorded = next(line for line in summary if line.startswith("| kato2024 | not recorded |"))
+    assert not_recorded.count("|") == head.count("|")
