@@ -366,3 +366,26 @@ def test_the_summary_counts_figures_apart_from_their_authors_code_variants(proje
     assert (cells["figures built"], cells["variants built"], cells["not built"]) == (str(n_figures), "2", "0")
     not_recorded = next(line for line in summary if line.startswith("| kato2024 | not recorded |"))
     assert not_recorded.count("|") == head.count("|")
+
+
+def test_a_papers_builds_are_numbered_in_time_order(project):
+    """A page lists its builds by recorded date, then by commit in the order the commits appear (then first seen),
+    not in the order the figures come: each entry's "build N" names the build of its own date and commit."""
+    root, results = project
+    part = record.build(root, results, None, ["lowy2023"], "today")["papers"]["lowy2023"]
+    today = (part["entries"][0]["recorded"], "today", part["entries"][0]["commit"])
+    later = {"fig4": ("2099-01-01", "later", "bbb"), "fig5": ("2099-01-01", "later", "aaa"),
+             "fig6": ("2099-01-01", "later again", "bbb"), "fig9": ("2000-01-01", "earlier", "old")}
+    for e in part["entries"]:
+        if e["figure"] in later:
+            e["recorded"], e["command"], e["commit"] = later[e["figure"]]
+    page = record._paper_page("lowy2023", part).splitlines()
+    listed = [line for line in page if line[:1].isdigit() and ". recorded " in line]
+    expected = [later["fig9"], today, later["fig4"], later["fig6"], later["fig5"]]
+    for n, (line, (recorded, command, commit)) in enumerate(zip(listed, expected, strict=True), 1):
+        assert line.startswith(f"{n}. recorded {recorded} by `{command}` from a build at commit `{commit}`"), line
+    for e in part["entries"]:
+        heading = page.index(f"## {record._name(e)}")
+        row = next(line for line in page[heading:] if line.startswith(f"| {e['mode']} |"))
+        build = expected.index((e["recorded"], e["command"], e["commit"])) + 1
+        assert row.endswith(f"| build {build} |"), (e["figure"], row)

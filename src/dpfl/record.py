@@ -450,13 +450,18 @@ def _name(e: dict) -> str:
 
 
 def _builds(items: list[dict]) -> list[tuple]:
-    """The distinct builds (recorded, commit, dirty, command) the entries and claims come from, in first-seen order."""
+    """The distinct builds (BUILD_KEYS) the entries and claims come from, in time order: by recorded date, then by
+    commit in the order the commits first appear (a date has no time of day), then first seen. A page lists them in
+    this order and each entry names its build by its place here, so a build recorded later is never numbered
+    first (first-seen order followed the figures' order)."""
     seen: list[tuple] = []
     for item in items:
         b = tuple(item.get(k) for k in BUILD_KEYS)
         if b not in seen:
             seen.append(b)
-    return seen
+    recorded, commit = BUILD_KEYS.index("recorded"), BUILD_KEYS.index("commit")
+    commits = list(dict.fromkeys(b[commit] for b in seen))
+    return sorted(seen, key=lambda b: (str(b[recorded] or ""), commits.index(b[commit])))
 
 
 def _paper_page(paper: str, part: dict) -> str:
