@@ -389,3 +389,20 @@ def test_a_papers_builds_are_numbered_in_time_order(project):
         row = next(line for line in page[heading:] if line.startswith(f"| {e['mode']} |"))
         build = expected.index((e["recorded"], e["command"], e["commit"])) + 1
         assert row.endswith(f"| build {build} |"), (e["figure"], row)
+
+
+def test_a_reason_for_an_unknown_figure_and_a_missing_quick_build_are_errors(project, monkeypatch, capsys):
+    """`--why` for a figure that does not exist names the paper's figures (it was kept and shown on no row), and
+    `--quick DIR` for a directory that does not exist names DIR (every quick verdict was silently missing); neither
+    writes anything."""
+    root, results = project
+    monkeypatch.chdir(root)
+    assert cli.main(["record", "--results", str(results), "--papers", "kato2024", "--why", "kato2024/fig99=x"]) == 2
+    err = capsys.readouterr().err
+    assert "no figure kato2024/fig99; kato2024's figures: kato2024/fig2, " in err and "kato2024/fig13" in err
+    assert cli.main(["record", "--results", str(results), "--why", "kato2042/fig4=x"]) == 2
+    assert "no figure kato2042/fig4; papers: asoodeh2021, " in capsys.readouterr().err
+    nowhere = root / "no-quick-build"
+    assert cli.main(["record", "--results", str(results), "--papers", "lowy2023", "--quick", str(nowhere)]) == 2
+    assert f"--quick {nowhere}: no quick-scale results directory there" in capsys.readouterr().err
+    assert not (root / paths.RECORD_DIR).exists()

@@ -78,7 +78,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from dpfl.record import RecordError, build, check, selection
+    from dpfl.record import RecordError, build, check, selection, why_texts
 
     root = _project_root()
     try:
@@ -89,12 +89,7 @@ def cmd_record(args) -> int:
             print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} in the reproduction record")
             return 1 if stale else 0
         chosen = selection(args.papers, args.figures)
-        why = {}
-        for item in args.why or []:
-            figure, sep, text = item.partition("=")
-            if not sep or figure.count("/") != 1 or not text.strip():
-                raise RecordError(f"--why {item!r}: expected PAPER/FIGURE=TEXT, e.g. 'kato2024/fig4=≈ 4 h on 2 cores'")
-            why[tuple(figure.strip().split("/"))] = text.strip()
+        why = why_texts(args.why)
         parts = ["python -m dpfl record", f"--results {args.results}" if args.results != "results" else "",
                  f"--quick {args.quick}" if args.quick else "", " ".join(["--papers", *args.papers]) if args.papers
                  else "", " ".join(["--figures", *args.figures]) if args.figures else "",

@@ -287,6 +287,23 @@ def selection(papers: list[str] | None, figures: list[str] | None) -> dict[str, 
     return chosen
 
 
+def why_texts(items: list[str] | None) -> dict[tuple[str, str], str]:
+    """{(paper, figure): why it is not in the build} from `--why PAPER/FIGURE=TEXT …` (a figure named twice: the last
+    text). A figure that does not exist is an error, not a reason silently shown on no row."""
+    why = {}
+    for item in items or []:
+        figure, sep, text = item.partition("=")
+        if not sep or figure.count("/") != 1 or not text.strip():
+            raise RecordError(f"--why {item!r}: expected PAPER/FIGURE=TEXT, e.g. 'kato2024/fig4=≈ 4 h on 2 cores'")
+        paper, name = (part.strip() for part in figure.split("/"))
+        if (paper, name) not in FIGURES:
+            known = ", ".join(f"{p}/{f}" for p, f in FIGURES if p == paper)
+            raise RecordError(f"--why {item!r}: no figure {paper}/{name}; "
+                              + (f"{paper}'s figures: {known}" if known else f"papers: {', '.join(PAPERS)}"))
+        why[(paper, name)] = text.strip()
+    return why
+
+
 def _upgrade(part: dict) -> dict:
     """A paper's part of a record written in an older form: before entries carried their own build (recorded, commit,
     dirty, command per paper), each entry and claim takes the paper's; before quick verdicts were keyed by claim, mode
@@ -314,6 +331,8 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
         chosen = selection(chosen, None)
     if not results.is_dir():
         raise RecordError(f"no results directory at {results}")
+    if quick is not None and not quick.is_dir():  # its verdicts would all be missing, silently
+        raise RecordError(f"--quick {quick}: no quick-scale results directory there")
     for paper, figures in chosen.items():  # before anything is written: a refused record leaves no image behind
         if not any(_meta(results, p, f, m) for (p, f) in FIGURES
                    if p == paper and (figures is None or f in figures) for m in MODES):
