@@ -406,3 +406,30 @@ def test_a_reason_for_an_unknown_figure_and_a_missing_quick_build_are_errors(pro
     assert cli.main(["record", "--results", str(results), "--papers", "lowy2023", "--quick", str(nowhere)]) == 2
     assert f"--quick {nowhere}: no quick-scale results directory there" in capsys.readouterr().err
     assert not (root / paths.RECORD_DIR).exists()
+
+
+def test_a_reduced_scale_build_is_refused_by_the_committed_record_but_not_elsewhere(project, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """The committed record holds paper-scale builds only: a figure built at another scale, or marked reduced, does
+    not replace its entry there (nothing is written), and --out DIR records it elsewhere."""
+    root, results = project
+    out = root / paths.RECORD_DIR
+    record.build(root, results, None, ["lowy2023"], "paper scale")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    for figure, change in (("fig4", {"scale": "smoke", "reduced_scale": True}), ("fig5", {"reduced_scale": True})):
+        meta_path = results / "lowy2023" / figure / f"{figure}.meta.json"
+        meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), **change}))
+    with pytest.raises(record.RecordError, match=r"lowy2023/fig4 in .* was built at scale 'smoke' \(reduced\); the "
+                       r"reproduction record holds paper-scale builds only; pass --out DIR to record it elsewhere"):
+        record.build(root, results, None, {"lowy2023": {"fig4"}}, "smoke scale")
+    with pytest.raises(record.RecordError, match=r"lowy2023/fig5 in .* was built at scale 'paper' \(reduced\)"):
+        record.build(root, results, None, {"lowy2023": {"fig5"}}, "reduced")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    monkeypatch.chdir(root)
+    elsewhere = tmp_path / "smoke-record"
+    assert cli.main(["record", "--results", str(results), "--figures", "lowy2023/fig4", "--out", str(elsewhere)]) == 0
+    assert f"-> {elsewhere}/lowy2023.md" in capsys.readouterr().out
+    fig4 = next(e for e in json.loads((elsewhere / "record.json").read_text())["papers"]["lowy2023"]["entries"]
+                if e["figure"] == "fig4")
+    assert fig4["scale"] == "smoke" and fig4["command"].endswith(f"--out {elsewhere} --figures lowy2023/fig4")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

@@ -7,7 +7,7 @@
   python -m dpfl bench PAPER [--figures fig4 fig6] [--trials 1] [--cells …] [--scale paper]
                                            seconds per unit of work (trial, round, run) and peak memory of each
                                            cell, and each figure's projected time, at paper scale
-  python -m dpfl record [--results DIR] [--quick DIR] [--papers P ...] [--figures P/F ...]
+  python -m dpfl record [--results DIR] [--quick DIR] [--papers P ...] [--figures P/F ...] [--out DIR]
                                            the reproduction record (docs/reproduction/) from a built results/
   python -m dpfl record --check            the record's entries whose settings or code changed since
 """
@@ -82,8 +82,9 @@ def cmd_record(args) -> int:
 
     root = _project_root()
     try:
+        out = Path(args.out).resolve() if args.out else None
         if args.check:
-            stale = check(root)
+            stale = check(root, out)
             for line in stale:
                 print(f"stale: {line}")
             print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} in the reproduction record")
@@ -91,12 +92,13 @@ def cmd_record(args) -> int:
         chosen = selection(args.papers, args.figures)
         why = why_texts(args.why)
         parts = ["python -m dpfl record", f"--results {args.results}" if args.results != "results" else "",
-                 f"--quick {args.quick}" if args.quick else "", " ".join(["--papers", *args.papers]) if args.papers
-                 else "", " ".join(["--figures", *args.figures]) if args.figures else "",
+                 f"--quick {args.quick}" if args.quick else "", f"--out {args.out}" if args.out else "",
+                 " ".join(["--papers", *args.papers]) if args.papers else "",
+                 " ".join(["--figures", *args.figures]) if args.figures else "",
                  *(f"--why '{item}'" for item in args.why or [])]
         command = " ".join(part for part in parts if part)
         record = build(root, Path(args.results).resolve(), Path(args.quick).resolve() if args.quick else None,
-                       chosen, command, why=why)
+                       chosen, command, out=out, why=why)
     except RecordError as exc:
         print(f"dpfl record: error: {exc}", file=sys.stderr)
         return 2
@@ -104,7 +106,8 @@ def cmd_record(args) -> int:
         entries = record["papers"][paper]["entries"]
         built = sum(e["status"] == "built" for e in entries)
         what = "" if figures is None else f" (recorded now: {', '.join(sorted(figures))})"
-        print(f"{paper}: {built} of {len(entries)} figure entries built{what} -> docs/reproduction/{paper}.md")
+        print(f"{paper}: {built} of {len(entries)} figure entries built{what} -> {args.out or 'docs/reproduction'}/"
+              f"{paper}.md")
     return 0
 
 
@@ -177,6 +180,8 @@ def main(argv=None) -> int:
     p.add_argument("--why", nargs="*", action="extend", metavar="PAPER/FIGURE=TEXT",
                    help="why a figure is not in the recorded build (e.g. its projected time), shown on its row; "
                    "repeatable; a figure whose cells need a GPU at paper scale says so without it")
+    p.add_argument("--out", metavar="DIR", help="write the record to DIR instead of docs/reproduction/ (which takes "
+                   "paper-scale builds only: a reduced-scale build, e.g. smoke or quick, is recorded elsewhere)")
     p.add_argument("--check", action="store_true", help="list the entries whose settings or code changed since the "
                    "record (exit 1 when any)")
     p.set_defaults(func=cmd_record)

@@ -319,13 +319,32 @@ def _upgrade(part: dict) -> dict:
     return {"entries": part.get("entries", []), "paper_claims": part.get("paper_claims", [])}
 
 
+def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only: bool) -> None:
+    """Raise RecordError, before anything is written (a refused record leaves no image behind), when a chosen paper
+    has no built figure in `results`, or, with `paper_scale_only` (the committed record), when a chosen figure was
+    built at a reduced scale: the committed record stands for the paper-scale verdicts, and a smoke or quick build
+    recorded there would replace a paper-scale entry with verdicts of other settings."""
+    for paper, figures in chosen.items():
+        built = {(f, m): meta for (p, f) in FIGURES if p == paper and (figures is None or f in figures)
+                 for m in MODES if (meta := _meta(results, p, f, m)) is not None}
+        if not built:
+            what = paper if figures is None else ", ".join(f"{paper}/{f}" for f in sorted(figures))
+            raise RecordError(f"{results} holds no built figure of {what} (looked for "
+                              f"results/{paper}/<figure>/<figure>.meta.json)")
+        for (figure, mode), meta in built.items():
+            if paper_scale_only and (meta.get("reduced_scale") or meta.get("scale") != "paper"):
+                raise RecordError(f"{paper}/{_name({'figure': figure, 'mode': mode})} in {results} was built at "
+                                  f"scale {meta.get('scale')!r} (reduced); the reproduction record holds paper-scale "
+                                  "builds only; pass --out DIR to record it elsewhere")
+
+
 def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[str] | None] | list[str],
           command: str, out: Path | None = None, why: dict | None = None) -> dict:
     """Record the chosen figures ({paper: figures, None for all}, or a list of papers) from `results` (and
-    `quick`'s verdicts) into out (default docs/reproduction/), keeping every other entry of an existing record;
-    `why`: {(paper, figure): why it is not in the build}; returns the record. Each new entry and claim carries the
-    build it came from: today's date, the commit and uncommitted state of the checkout that made `results`
-    (build_checkout), and `command`."""
+    `quick`'s verdicts) into out (default docs/reproduction/, which takes paper-scale builds only), keeping every
+    other entry of an existing record; `why`: {(paper, figure): why it is not in the build}; returns the record.
+    Each new entry and claim carries the build it came from: today's date, the commit and uncommitted state of the
+    checkout that made `results` (build_checkout), and `command`."""
     out = out or root / paths.RECORD_DIR
     if isinstance(chosen, list):
         chosen = selection(chosen, None)
@@ -333,12 +352,7 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
         raise RecordError(f"no results directory at {results}")
     if quick is not None and not quick.is_dir():  # its verdicts would all be missing, silently
         raise RecordError(f"--quick {quick}: no quick-scale results directory there")
-    for paper, figures in chosen.items():  # before anything is written: a refused record leaves no image behind
-        if not any(_meta(results, p, f, m) for (p, f) in FIGURES
-                   if p == paper and (figures is None or f in figures) for m in MODES):
-            what = paper if figures is None else ", ".join(f"{paper}/{f}" for f in sorted(figures))
-            raise RecordError(f"{results} holds no built figure of {what} (looked for "
-                              f"results/{paper}/<figure>/<figure>.meta.json)")
+    _refuse(results, chosen, paper_scale_only=out.resolve() == (root / paths.RECORD_DIR).resolve())
     checkout = build_checkout(results)
     out.mkdir(parents=True, exist_ok=True)
     old = _read_json(out / "record.json") or {"papers": {}}
