@@ -1,8 +1,11 @@
 """The reproduction record (dpfl.record, `python -m dpfl record`): an entry for every registered figure, the claims
 as the build judged them, images small enough to commit, and `--check` telling a stale entry from a current one."""
 
+import hashlib
 import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +26,7 @@ def project(tmp_path):
     for sub in ("config", "workflow/schemas"):
         shutil.copytree(ROOT / sub, root / sub)
     (root / "Snakefile").write_text("")
+    _commit(root)  # a record names the commit of the checkout that made the build, and refuses uncommitted changes
     results = tmp_path / "results"
     cfg = config.load(root, {"scale": "paper"})
     png = _png(tmp_path / "tiny.png", 40)
@@ -41,6 +45,17 @@ def project(tmp_path):
         (d / "claims.json").write_text(json.dumps({"claims": claims}))
         shutil.copy(png, d / f"{figure}.png")
     return root, results
+
+
+def _commit(checkout: Path) -> None:
+    """Commit every file of `checkout` (made a git repository first if it is none; results/ ignored, as in the
+    project)."""
+    git = ["git", "-c", "user.name=dpfl tests", "-c", "user.email=tests@dpfl.invalid", "-c", "commit.gpgsign=false"]
+    if not (checkout / ".git").exists():
+        subprocess.run([*git, "init", "-q"], cwd=checkout, check=True)
+        (checkout / ".gitignore").write_text("results/\n")
+    subprocess.run([*git, "add", "-A"], cwd=checkout, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "build"], cwd=checkout, check=True)
 
 
 def _png(path: Path, size: int) -> Path:
@@ -136,11 +151,13 @@ def test_an_entrys_code_is_the_build_checkouts_so_an_older_build_shows_as_stale(
     clone = tmp_path / "clone"
     shutil.copytree(ROOT / "src", clone / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(results / "balle2020", clone / "results/balle2020")
+    _commit(clone)
     assert record.build_checkout(clone / "results") == clone and record.build_checkout(results) is None
     record.build(root, clone / "results", None, ["balle2020"], "python -m dpfl record")
     assert record.check(root) == []
     plot = clone / "src/dpfl/plotting.py"
     plot.write_text(plot.read_text() + "\n# an older build's code\n")
+    _commit(clone)
     record.build(root, clone / "results", None, ["balle2020"], "python -m dpfl record")
     stale = record.check(root)
     assert stale and all("code changed since the record (src/dpfl/plotting.py" in line for line in stale), stale
@@ -433,3 +450,37 @@ def test_a_reduced_scale_build_is_refused_by_the_committed_record_but_not_elsewh
                 if e["figure"] == "fig4")
     assert fig4["scale"] == "smoke" and fig4["command"].endswith(f"--out {elsewhere} --figures lowy2023/fig4")
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_build_from_uncommitted_changes_is_refused_unless_allowed_and_then_names_its_diff(project, monkeypatch,
+                                                                                           capsys):
+    """A checkout with uncommitted changes made code its commit does not name: recording its build is refused (it was
+    only marked dirty), before anything is written; --allow-dirty records it as dirty with the sha256 of that
+    checkout's `git diff HEAD`, so that the exact tree can be told apart. A clean checkout records neither."""
+    root, results = project
+    out = root / paths.RECORD_DIR
+    clean = record.build(root, results, None, ["balle2020"], "clean")["papers"]["balle2020"]["entries"][0]
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True)
+    assert clean["dirty"] is False and "diff_sha256" not in clean and clean["commit"] == head.stdout.strip()
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    paper_file = root / "config/papers/lowy2023.yaml"
+    paper_file.write_text(paper_file.read_text() + "\n# an uncommitted change\n")
+    with pytest.raises(record.RecordError, match=re.escape(f"{root} (the checkout that made {results}) has uncommitted "
+                       "changes") + ".* commit them .* or pass --allow-dirty"):
+        record.build(root, results, None, ["lowy2023"], "dirty")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # no lowy2023 page, no image
+    monkeypatch.chdir(root)
+    assert cli.main(["record", "--results", str(results), "--papers", "lowy2023"]) == 2
+    assert "has uncommitted changes" in capsys.readouterr().err
+    assert cli.main(["record", "--results", str(results), "--papers", "lowy2023", "--allow-dirty"]) == 0
+    diff = subprocess.run(["git", "diff", "HEAD"], cwd=root, capture_output=True, check=True).stdout
+    assert b"an uncommitted change" in diff
+    part = json.loads((out / "record.json").read_text())["papers"]["lowy2023"]
+    for item in part["entries"] + part["paper_claims"]:
+        assert item["dirty"] is True and item["diff_sha256"] == hashlib.sha256(diff).hexdigest(), item["figure"]
+        assert item["command"].endswith("--allow-dirty --papers lowy2023")
+    page = (out / "lowy2023.md").read_text()
+    assert f"(with uncommitted changes: `git diff HEAD` sha256 `{hashlib.sha256(diff).hexdigest()[:12]}`)" in page
+    shutil.rmtree(root / ".git")  # no commit names the code at all
+    with pytest.raises(record.RecordError, match="is not a git checkout git can read"):
+        record.build(root, results, None, ["lowy2023"], "no git")

@@ -8,6 +8,7 @@
                                            seconds per unit of work (trial, round, run) and peak memory of each
                                            cell, and each figure's projected time, at paper scale
   python -m dpfl record [--results DIR] [--quick DIR] [--papers P ...] [--figures P/F ...] [--out DIR]
+                          [--allow-dirty]
                                            the reproduction record (docs/reproduction/) from a built results/
   python -m dpfl record --check            the record's entries whose settings or code changed since
 """
@@ -93,12 +94,13 @@ def cmd_record(args) -> int:
         why = why_texts(args.why)
         parts = ["python -m dpfl record", f"--results {args.results}" if args.results != "results" else "",
                  f"--quick {args.quick}" if args.quick else "", f"--out {args.out}" if args.out else "",
+                 "--allow-dirty" if args.allow_dirty else "",
                  " ".join(["--papers", *args.papers]) if args.papers else "",
                  " ".join(["--figures", *args.figures]) if args.figures else "",
                  *(f"--why '{item}'" for item in args.why or [])]
         command = " ".join(part for part in parts if part)
         record = build(root, Path(args.results).resolve(), Path(args.quick).resolve() if args.quick else None,
-                       chosen, command, out=out, why=why)
+                       chosen, command, out=out, why=why, allow_dirty=args.allow_dirty)
     except RecordError as exc:
         print(f"dpfl record: error: {exc}", file=sys.stderr)
         return 2
@@ -182,6 +184,9 @@ def main(argv=None) -> int:
                    "repeatable; a figure whose cells need a GPU at paper scale says so without it")
     p.add_argument("--out", metavar="DIR", help="write the record to DIR instead of docs/reproduction/ (which takes "
                    "paper-scale builds only: a reduced-scale build, e.g. smoke or quick, is recorded elsewhere)")
+    p.add_argument("--allow-dirty", action="store_true", help="record a build made from a checkout with uncommitted "
+                   "changes (refused without it): its entries say dirty, with the sha256 of that checkout's `git diff "
+                   "HEAD`")
     p.add_argument("--check", action="store_true", help="list the entries whose settings or code changed since the "
                    "record (exit 1 when any)")
     p.set_defaults(func=cmd_record)

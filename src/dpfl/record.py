@@ -12,7 +12,9 @@ job's `config_hash` and the files every stage of the figure imports, dpfl.codede
 
 An entry's code hashes are those of the checkout that made the build (the results directory's parent when that is a
 project checkout, e.g. a paper-scale build in its own clone), not of the checkout that records it: recording an old
-build at a newer commit then shows up as stale instead of passing for current.
+build at a newer commit then shows up as stale instead of passing for current. A build from a checkout with
+uncommitted changes is refused (its commit does not name its code) unless `--allow-dirty`, which records the sha256
+of that checkout's `git diff HEAD`; the committed record takes paper-scale builds only (`--out DIR` records others).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from dpfl import codedeps, jobs, paths
 from dpfl.papers import FIGURES, PAPERS
 
 MODES = ("none", "authors-code")
-BUILD_KEYS = ("recorded", "commit", "dirty", "command")  # what each entry and claim says about the build it is from
+# what each entry and claim says about the build it is from (diff_sha256: only where its checkout had uncommitted
+# changes, checkout_state)
+BUILD_KEYS = ("recorded", "commit", "dirty", "diff_sha256", "command")
 MAX_IMAGE_BYTES = 300_000
 VERDICTS = ("pass", "fail", "inconclusive", "stand-in")
 
@@ -262,11 +266,37 @@ def _paper_claims(results: Path, quick: Path | None, paper: str) -> list[dict]:
     return out
 
 
-def _git(root: Path, *args: str) -> str:
+def _git(root: Path, *args: str) -> bytes | None:
+    """git's output in `root`, None when git cannot run there (no git, or not a checkout)."""
     try:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return None
+
+
+def checkout_state(checkout: Path, results: Path, allow_dirty: bool = False) -> dict:
+    """The commit of the checkout that made `results`, {"commit", "dirty"}, for the record to name the code of the
+    build. A checkout with uncommitted changes (to tracked files), or one git cannot read, is refused: its commit does
+    not name that code. With `allow_dirty` it is recorded as dirty, with "diff_sha256": the sha256 of `git diff HEAD`
+    there (what `git diff HEAD | sha256sum` prints), so that the exact tree can still be told apart and checked."""
+    commit = _git(checkout, "rev-parse", "--short=12", "HEAD")
+    status = _git(checkout, "status", "--porcelain", "--untracked-files=no")
+    if commit is None or status is None:
+        if not allow_dirty:
+            raise RecordError(f"{checkout} (the checkout that made {results}) is not a git checkout git can read, so "
+                              "no commit names the code of the build; build in a committed checkout, or pass "
+                              "--allow-dirty to record it as dirty")
+        return {"commit": "unknown", "dirty": True}
+    state = {"commit": commit.decode().strip(), "dirty": bool(status.strip())}
+    if state["dirty"]:
+        if not allow_dirty:
+            raise RecordError(f"{checkout} (the checkout that made {results}) has uncommitted changes (git status), so "
+                              f"its commit {state['commit']} does not name the code of the build; commit them (the "
+                              "code the build ran) and record again, or pass --allow-dirty to record it as dirty with "
+                              "the sha256 of its `git diff HEAD`")
+        diff = _git(checkout, "diff", "--no-ext-diff", "--no-color", "HEAD")
+        state["diff_sha256"] = hashlib.sha256(diff).hexdigest() if diff is not None else "unknown"
+    return state
 
 
 def selection(papers: list[str] | None, figures: list[str] | None) -> dict[str, set[str] | None]:
@@ -339,12 +369,13 @@ def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only:
 
 
 def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[str] | None] | list[str],
-          command: str, out: Path | None = None, why: dict | None = None) -> dict:
+          command: str, out: Path | None = None, why: dict | None = None, allow_dirty: bool = False) -> dict:
     """Record the chosen figures ({paper: figures, None for all}, or a list of papers) from `results` (and
     `quick`'s verdicts) into out (default docs/reproduction/, which takes paper-scale builds only), keeping every
     other entry of an existing record; `why`: {(paper, figure): why it is not in the build}; returns the record.
-    Each new entry and claim carries the build it came from: today's date, the commit and uncommitted state of the
-    checkout that made `results` (build_checkout), and `command`."""
+    Each new entry and claim carries the build it came from: today's date, the commit of the checkout that made
+    `results` (build_checkout; one with uncommitted changes is refused unless `allow_dirty`: checkout_state), and
+    `command`."""
     out = out or root / paths.RECORD_DIR
     if isinstance(chosen, list):
         chosen = selection(chosen, None)
@@ -354,13 +385,11 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
         raise RecordError(f"--quick {quick}: no quick-scale results directory there")
     _refuse(results, chosen, paper_scale_only=out.resolve() == (root / paths.RECORD_DIR).resolve())
     checkout = build_checkout(results)
+    state = checkout_state(checkout or root, results, allow_dirty)
     out.mkdir(parents=True, exist_ok=True)
     old = _read_json(out / "record.json") or {"papers": {}}
     record = {"papers": {p: _upgrade(part) for p, part in old.get("papers", {}).items()}}
-    made = {"recorded": datetime.date.today().isoformat(),
-            "commit": _git(checkout or root, "rev-parse", "--short=12", "HEAD"),
-            "dirty": bool(_git(checkout or root, "status", "--porcelain", "--untracked-files=no")),
-            "command": command}
+    made = {"recorded": datetime.date.today().isoformat(), **state, "command": command}
     configs: dict = {}  # the paper-scale configuration, loaded once if a figure is left out (_not_built_why)
     for paper, figures in chosen.items():
         kept = record["papers"].get(paper, {"entries": [], "paper_claims": []})
@@ -502,9 +531,11 @@ def _paper_page(paper: str, part: dict) -> str:
     lines = [f"# Reproduction record: {paper}", "",
              "Generated by `python -m dpfl record` from paper-scale builds: do not edit; `python -m dpfl record "
              "--check` lists stale entries. Each figure names the build it comes from:", ""]
-    for i, (recorded, commit, dirty, command) in enumerate(builds, 1):
-        lines.append(f"{i}. recorded {recorded} by `{command}` from a build at commit `{commit}`"
-                     f"{' (with uncommitted changes)' if dirty else ''}")
+    for i, b in enumerate(builds, 1):
+        made = dict(zip(BUILD_KEYS, b))
+        diff = f": `git diff HEAD` sha256 `{made['diff_sha256'][:12]}`" if made["diff_sha256"] else ""
+        lines.append(f"{i}. recorded {made['recorded']} by `{made['command']}` from a build at commit "
+                     f"`{made['commit']}`{f' (with uncommitted changes{diff})' if made['dirty'] else ''}")
     lines.append("")
 
     def number(item: dict) -> int:
