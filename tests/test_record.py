@@ -1,8 +1,11 @@
 """The reproduction record (dpfl.record, `python -m dpfl record`): an entry for every registered figure, the claims
 as the build judged them, images small enough to commit, and `--check` telling a stale entry from a current one."""
 
+import hashlib
 import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +26,7 @@ def project(tmp_path):
     for sub in ("config", "workflow/schemas"):
         shutil.copytree(ROOT / sub, root / sub)
     (root / "Snakefile").write_text("")
+    _commit(root)  # a record names the commit of the checkout that made the build, and refuses uncommitted changes
     results = tmp_path / "results"
     cfg = config.load(root, {"scale": "paper"})
     png = _png(tmp_path / "tiny.png", 40)
@@ -41,6 +45,17 @@ def project(tmp_path):
         (d / "claims.json").write_text(json.dumps({"claims": claims}))
         shutil.copy(png, d / f"{figure}.png")
     return root, results
+
+
+def _commit(checkout: Path) -> None:
+    """Commit every file of `checkout` (made a git repository first if it is none; results/ ignored, as in the
+    project)."""
+    git = ["git", "-c", "user.name=dpfl tests", "-c", "user.email=tests@dpfl.invalid", "-c", "commit.gpgsign=false"]
+    if not (checkout / ".git").exists():
+        subprocess.run([*git, "init", "-q"], cwd=checkout, check=True)
+        (checkout / ".gitignore").write_text("results/\n")
+    subprocess.run([*git, "add", "-A"], cwd=checkout, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "build"], cwd=checkout, check=True)
 
 
 def _png(path: Path, size: int) -> Path:
@@ -136,11 +151,13 @@ def test_an_entrys_code_is_the_build_checkouts_so_an_older_build_shows_as_stale(
     clone = tmp_path / "clone"
     shutil.copytree(ROOT / "src", clone / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(results / "balle2020", clone / "results/balle2020")
+    _commit(clone)
     assert record.build_checkout(clone / "results") == clone and record.build_checkout(results) is None
     record.build(root, clone / "results", None, ["balle2020"], "python -m dpfl record")
     assert record.check(root) == []
     plot = clone / "src/dpfl/plotting.py"
     plot.write_text(plot.read_text() + "\n# an older build's code\n")
+    _commit(clone)
     record.build(root, clone / "results", None, ["balle2020"], "python -m dpfl record")
     stale = record.check(root)
     assert stale and all("code changed since the record (src/dpfl/plotting.py" in line for line in stale), stale
@@ -308,3 +325,162 @@ def test_a_refused_record_writes_nothing(project, tmp_path):
     with pytest.raises(record.RecordError, match="holds no built figure of bietti2022/fig1a"):
         record.build(root, results, None, {"kato2024": {"fig6"}, "bietti2022": {"fig1a"}}, "cmd", out=out)
     assert not out.exists()
+
+
+def test_each_row_shows_its_own_quick_verdict_whatever_its_id_mode_or_variant(project, tmp_path):
+    """Quick-scale verdicts are keyed by claim id, mode and variant: the same id in both modes of a claim over several
+    figures, or twice in one claims file, shows each row's own quick verdict (keyed by id alone, one overwrote the
+    other)."""
+    root, results = project
+    quick = tmp_path / "quick"
+    shutil.copytree(results / "lowy2023", quick / "lowy2023")
+    twice = [{"id": "C-Lmono", "claim": "errors fall with ε", "verdict": v, "reason": "r"} for v in ("pass", "fail")]
+    for tree, verdicts in ((results, ("pass", "pass")), (quick, ("inconclusive", "fail"))):
+        fig4 = [{**c, "verdict": v} for c, v in zip(twice, verdicts)]
+        (tree / "lowy2023/fig4/claims.json").write_text(json.dumps({"claims": fig4}))
+        for mode, verdict in (("none", verdicts[0]), ("authors-code", verdicts[1])):
+            d = tree / "lowy2023" / paths.MODE_SUBDIR[mode]
+            d.mkdir(parents=True, exist_ok=True)
+            claim = {"id": "C-L89a", "claim": "MB-SGD beats Local SGD", "verdict": "pass", "reason": "r"}
+            if tree is quick:
+                claim["verdict"] = verdict
+            (d / "claims-C-L89.json").write_text(json.dumps({"figures": ["fig8", "fig9"], "claims": [claim]}))
+    rec = record.build(root, results, quick, ["lowy2023"], "python -m dpfl record")["papers"]["lowy2023"]
+    fig4 = next(e for e in rec["entries"] if e["figure"] == "fig4")
+    assert fig4["quick_verdicts"] == [{"id": "C-Lmono", "mode": "none", "variant": "none", "verdict": v}
+                                      for v in ("inconclusive", "fail")]
+    assert {(c["mode"], c["quick_verdict"]) for c in rec["paper_claims"]} == {("none", "inconclusive"),
+                                                                              ("authors-code", "fail")}
+    page = (root / paths.RECORD_DIR / "lowy2023.md").read_text().splitlines()
+    fig4_rows = [line for line in page if line.startswith("| C-Lmono | errors fall with ε |")]
+    assert [row.rsplit("|", 2)[-2].strip() for row in fig4_rows] == ["inconclusive", "fail"]
+    cross_rows = [line for line in page if line.startswith("| C-L89a |")]
+    assert [row.rsplit("|", 2)[-2].strip() for row in cross_rows] == ["inconclusive", "fail"]  # none, authors-code
+
+
+def test_a_record_with_quick_verdicts_keyed_by_id_is_read_per_claim_mode_and_variant(project):
+    """An older record.json ({id: verdict} per entry) is upgraded to {id, mode, variant, verdict} items when read."""
+    part = {"entries": [{"figure": "fig5", "mode": "authors-code", "quick_verdicts": {"C-L5a": "inconclusive"}}],
+            "paper_claims": []}
+    assert record._upgrade(part)["entries"][0]["quick_verdicts"] == [
+        {"id": "C-L5a", "mode": "authors-code", "variant": "authors-code", "verdict": "inconclusive"}]
+
+
+def test_the_summary_counts_figures_apart_from_their_authors_code_variants(project):
+    """The summary's "figures built" counts distinct figures built in the paper's own mode; the authors-code builds
+    are counted as variants (they were counted as more figures)."""
+    root, results = project
+    for figure in ("fig5", "fig8"):
+        d = results / "lowy2023" / figure
+        shutil.copytree(d, results / Path(paths.figure_dir("lowy2023", figure, "authors-code")).relative_to("results"),
+                        ignore=shutil.ignore_patterns("authors-code"))
+    record.build(root, results, None, ["lowy2023"], "python -m dpfl record")
+    summary = (root / paths.RECORD_DIR / "README.md").read_text().splitlines()
+    head = next(line for line in summary if line.startswith("| paper |"))
+    row = next(line for line in summary if line.startswith("| [lowy2023]"))
+    cells = dict(zip([c.strip() for c in head.split("|")], [c.strip() for c in row.split("|")]))
+    n_figures = sum(p == "lowy2023" for p, _ in FIGURES)
+    assert (cells["figures built"], cells["variants built"], cells["not built"]) == (str(n_figures), "2", "0")
+    not_recorded = next(line for line in summary if line.startswith("| kato2024 | not recorded |"))
+    assert not_recorded.count("|") == head.count("|")
+
+
+def test_a_papers_builds_are_numbered_in_time_order(project):
+    """A page lists its builds by recorded date, then by commit in the order the commits appear (then first seen),
+    not in the order the figures come: each entry's "build N" names the build of its own date and commit."""
+    root, results = project
+    part = record.build(root, results, None, ["lowy2023"], "today")["papers"]["lowy2023"]
+    today = (part["entries"][0]["recorded"], "today", part["entries"][0]["commit"])
+    later = {"fig4": ("2099-01-01", "later", "bbb"), "fig5": ("2099-01-01", "later", "aaa"),
+             "fig6": ("2099-01-01", "later again", "bbb"), "fig9": ("2000-01-01", "earlier", "old")}
+    for e in part["entries"]:
+        if e["figure"] in later:
+            e["recorded"], e["command"], e["commit"] = later[e["figure"]]
+    page = record._paper_page("lowy2023", part).splitlines()
+    listed = [line for line in page if line[:1].isdigit() and ". recorded " in line]
+    expected = [later["fig9"], today, later["fig4"], later["fig6"], later["fig5"]]
+    for n, (line, (recorded, command, commit)) in enumerate(zip(listed, expected, strict=True), 1):
+        assert line.startswith(f"{n}. recorded {recorded} by `{command}` from a build at commit `{commit}`"), line
+    for e in part["entries"]:
+        heading = page.index(f"## {record._name(e)}")
+        row = next(line for line in page[heading:] if line.startswith(f"| {e['mode']} |"))
+        build = expected.index((e["recorded"], e["command"], e["commit"])) + 1
+        assert row.endswith(f"| build {build} |"), (e["figure"], row)
+
+
+def test_a_reason_for_an_unknown_figure_and_a_missing_quick_build_are_errors(project, monkeypatch, capsys):
+    """`--why` for a figure that does not exist names the paper's figures (it was kept and shown on no row), and
+    `--quick DIR` for a directory that does not exist names DIR (every quick verdict was silently missing); neither
+    writes anything."""
+    root, results = project
+    monkeypatch.chdir(root)
+    assert cli.main(["record", "--results", str(results), "--papers", "kato2024", "--why", "kato2024/fig99=x"]) == 2
+    err = capsys.readouterr().err
+    assert "no figure kato2024/fig99; kato2024's figures: kato2024/fig2, " in err and "kato2024/fig13" in err
+    assert cli.main(["record", "--results", str(results), "--why", "kato2042/fig4=x"]) == 2
+    assert "no figure kato2042/fig4; papers: asoodeh2021, " in capsys.readouterr().err
+    nowhere = root / "no-quick-build"
+    assert cli.main(["record", "--results", str(results), "--papers", "lowy2023", "--quick", str(nowhere)]) == 2
+    assert f"--quick {nowhere}: no quick-scale results directory there" in capsys.readouterr().err
+    assert not (root / paths.RECORD_DIR).exists()
+
+
+def test_a_reduced_scale_build_is_refused_by_the_committed_record_but_not_elsewhere(project, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """The committed record holds paper-scale builds only: a figure built at another scale, or marked reduced, does
+    not replace its entry there (nothing is written), and --out DIR records it elsewhere."""
+    root, results = project
+    out = root / paths.RECORD_DIR
+    record.build(root, results, None, ["lowy2023"], "paper scale")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    for figure, change in (("fig4", {"scale": "smoke", "reduced_scale": True}), ("fig5", {"reduced_scale": True})):
+        meta_path = results / "lowy2023" / figure / f"{figure}.meta.json"
+        meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), **change}))
+    with pytest.raises(record.RecordError, match=r"lowy2023/fig4 in .* was built at scale 'smoke' \(reduced\); the "
+                       r"reproduction record holds paper-scale builds only; pass --out DIR to record it elsewhere"):
+        record.build(root, results, None, {"lowy2023": {"fig4"}}, "smoke scale")
+    with pytest.raises(record.RecordError, match=r"lowy2023/fig5 in .* was built at scale 'paper' \(reduced\)"):
+        record.build(root, results, None, {"lowy2023": {"fig5"}}, "reduced")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    monkeypatch.chdir(root)
+    elsewhere = tmp_path / "smoke-record"
+    assert cli.main(["record", "--results", str(results), "--figures", "lowy2023/fig4", "--out", str(elsewhere)]) == 0
+    assert f"-> {elsewhere}/lowy2023.md" in capsys.readouterr().out
+    fig4 = next(e for e in json.loads((elsewhere / "record.json").read_text())["papers"]["lowy2023"]["entries"]
+                if e["figure"] == "fig4")
+    assert fig4["scale"] == "smoke" and fig4["command"].endswith(f"--out {elsewhere} --figures lowy2023/fig4")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_build_from_uncommitted_changes_is_refused_unless_allowed_and_then_names_its_diff(project, monkeypatch,
+                                                                                           capsys):
+    """A checkout with uncommitted changes made code its commit does not name: recording its build is refused (it was
+    only marked dirty), before anything is written; --allow-dirty records it as dirty with the sha256 of that
+    checkout's `git diff HEAD`, so that the exact tree can be told apart. A clean checkout records neither."""
+    root, results = project
+    out = root / paths.RECORD_DIR
+    clean = record.build(root, results, None, ["balle2020"], "clean")["papers"]["balle2020"]["entries"][0]
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True)
+    assert clean["dirty"] is False and "diff_sha256" not in clean and clean["commit"] == head.stdout.strip()
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    paper_file = root / "config/papers/lowy2023.yaml"
+    paper_file.write_text(paper_file.read_text() + "\n# an uncommitted change\n")
+    with pytest.raises(record.RecordError, match=re.escape(f"{root} (the checkout that made {results}) has uncommitted "
+                       "changes") + ".* commit them .* or pass --allow-dirty"):
+        record.build(root, results, None, ["lowy2023"], "dirty")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # no lowy2023 page, no image
+    monkeypatch.chdir(root)
+    assert cli.main(["record", "--results", str(results), "--papers", "lowy2023"]) == 2
+    assert "has uncommitted changes" in capsys.readouterr().err
+    assert cli.main(["record", "--results", str(results), "--papers", "lowy2023", "--allow-dirty"]) == 0
+    diff = subprocess.run(["git", "diff", "HEAD"], cwd=root, capture_output=True, check=True).stdout
+    assert b"an uncommitted change" in diff
+    part = json.loads((out / "record.json").read_text())["papers"]["lowy2023"]
+    for item in part["entries"] + part["paper_claims"]:
+        assert item["dirty"] is True and item["diff_sha256"] == hashlib.sha256(diff).hexdigest(), item["figure"]
+        assert item["command"].endswith("--allow-dirty --papers lowy2023")
+    page = (out / "lowy2023.md").read_text()
+    assert f"(with uncommitted changes: `git diff HEAD` sha256 `{hashlib.sha256(diff).hexdigest()[:12]}`)" in page
+    shutil.rmtree(root / ".git")  # no commit names the code at all
+    with pytest.raises(record.RecordError, match="is not a git checkout git can read"):
+        record.build(root, results, None, ["lowy2023"], "no git")

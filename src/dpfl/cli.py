@@ -7,7 +7,8 @@
   python -m dpfl bench PAPER [--figures fig4 fig6] [--trials 1] [--cells …] [--scale paper]
                                            seconds per unit of work (trial, round, run) and peak memory of each
                                            cell, and each figure's projected time, at paper scale
-  python -m dpfl record [--results DIR] [--quick DIR] [--papers P ...] [--figures P/F ...]
+  python -m dpfl record [--results DIR] [--quick DIR] [--papers P ...] [--figures P/F ...] [--out DIR]
+                          [--allow-dirty]
                                            the reproduction record (docs/reproduction/) from a built results/
   python -m dpfl record --check            the record's entries whose settings or code changed since
 """
@@ -78,30 +79,28 @@ def cmd_bench(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from dpfl.record import RecordError, build, check, selection
+    from dpfl.record import RecordError, build, check, selection, why_texts
 
     root = _project_root()
     try:
+        out = Path(args.out).resolve() if args.out else None
         if args.check:
-            stale = check(root)
+            stale = check(root, out)
             for line in stale:
                 print(f"stale: {line}")
             print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} in the reproduction record")
             return 1 if stale else 0
         chosen = selection(args.papers, args.figures)
-        why = {}
-        for item in args.why or []:
-            figure, sep, text = item.partition("=")
-            if not sep or figure.count("/") != 1 or not text.strip():
-                raise RecordError(f"--why {item!r}: expected PAPER/FIGURE=TEXT, e.g. 'kato2024/fig4=≈ 4 h on 2 cores'")
-            why[tuple(figure.strip().split("/"))] = text.strip()
+        why = why_texts(args.why)
         parts = ["python -m dpfl record", f"--results {args.results}" if args.results != "results" else "",
-                 f"--quick {args.quick}" if args.quick else "", " ".join(["--papers", *args.papers]) if args.papers
-                 else "", " ".join(["--figures", *args.figures]) if args.figures else "",
+                 f"--quick {args.quick}" if args.quick else "", f"--out {args.out}" if args.out else "",
+                 "--allow-dirty" if args.allow_dirty else "",
+                 " ".join(["--papers", *args.papers]) if args.papers else "",
+                 " ".join(["--figures", *args.figures]) if args.figures else "",
                  *(f"--why '{item}'" for item in args.why or [])]
         command = " ".join(part for part in parts if part)
         record = build(root, Path(args.results).resolve(), Path(args.quick).resolve() if args.quick else None,
-                       chosen, command, why=why)
+                       chosen, command, out=out, why=why, allow_dirty=args.allow_dirty)
     except RecordError as exc:
         print(f"dpfl record: error: {exc}", file=sys.stderr)
         return 2
@@ -109,7 +108,8 @@ def cmd_record(args) -> int:
         entries = record["papers"][paper]["entries"]
         built = sum(e["status"] == "built" for e in entries)
         what = "" if figures is None else f" (recorded now: {', '.join(sorted(figures))})"
-        print(f"{paper}: {built} of {len(entries)} figure entries built{what} -> docs/reproduction/{paper}.md")
+        print(f"{paper}: {built} of {len(entries)} figure entries built{what} -> {args.out or 'docs/reproduction'}/"
+              f"{paper}.md")
     return 0
 
 
@@ -182,6 +182,11 @@ def main(argv=None) -> int:
     p.add_argument("--why", nargs="*", action="extend", metavar="PAPER/FIGURE=TEXT",
                    help="why a figure is not in the recorded build (e.g. its projected time), shown on its row; "
                    "repeatable; a figure whose cells need a GPU at paper scale says so without it")
+    p.add_argument("--out", metavar="DIR", help="write the record to DIR instead of docs/reproduction/ (which takes "
+                   "paper-scale builds only: a reduced-scale build, e.g. smoke or quick, is recorded elsewhere)")
+    p.add_argument("--allow-dirty", action="store_true", help="record a build made from a checkout with uncommitted "
+                   "changes (refused without it): its entries say dirty, with the sha256 of that checkout's `git diff "
+                   "HEAD`")
     p.add_argument("--check", action="store_true", help="list the entries whose settings or code changed since the "
                    "record (exit 1 when any)")
     p.set_defaults(func=cmd_record)

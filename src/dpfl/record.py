@@ -12,7 +12,9 @@ job's `config_hash` and the files every stage of the figure imports, dpfl.codede
 
 An entry's code hashes are those of the checkout that made the build (the results directory's parent when that is a
 project checkout, e.g. a paper-scale build in its own clone), not of the checkout that records it: recording an old
-build at a newer commit then shows up as stale instead of passing for current.
+build at a newer commit then shows up as stale instead of passing for current. A build from a checkout with
+uncommitted changes is refused (its commit does not name its code) unless `--allow-dirty`, which records the sha256
+of that checkout's `git diff HEAD`; the committed record takes paper-scale builds only (`--out DIR` records others).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from dpfl import codedeps, jobs, paths
 from dpfl.papers import FIGURES, PAPERS
 
 MODES = ("none", "authors-code")
-BUILD_KEYS = ("recorded", "commit", "dirty", "command")  # what each entry and claim says about the build it is from
+# what each entry and claim says about the build it is from (diff_sha256: only where its checkout had uncommitted
+# changes, checkout_state)
+BUILD_KEYS = ("recorded", "commit", "dirty", "diff_sha256", "command")
 MAX_IMAGE_BYTES = 300_000
 VERDICTS = ("pass", "fail", "inconclusive", "stand-in")
 
@@ -115,6 +119,41 @@ def _claims(data: dict | None) -> list[dict]:
     return [{k: c[k] for k in c if k in keep or k.startswith("verdict_")} for c in (data or {}).get("claims", [])]
 
 
+def variant(item: dict) -> str:
+    """The variant an entry or claim comes from: its own `variant` where it names one (an ablation, e.g. "q7"), else
+    its mode's name (today each mode is one variant: "none", "authors-code")."""
+    return item.get("variant", item["mode"])
+
+
+def quick_key(claim_id: str, mode: str, variant_name: str) -> tuple[str, str, str]:
+    """What tells one quick-scale verdict from another: a claim id alone does not (a claim evaluated in several
+    variants, or one id on several figures, would overwrite the others)."""
+    return claim_id, mode, variant_name
+
+
+def _quick_verdicts(quick_claims: list[dict], mode: str, variant_name: str) -> list[dict]:
+    """A quick build's verdicts as the record keeps them: one {id, mode, variant, verdict} per claim, in the quick
+    claims file's order (a list, so that no verdict overwrites another)."""
+    return [{"id": c["id"], "mode": mode, "variant": variant_name, "verdict": c["verdict"]} for c in quick_claims]
+
+
+def _match_quick(claims: list[dict], quick: list[dict], mode: str, variant_name: str) -> list[str | None]:
+    """The quick-scale verdict of each claim, in order (None where the quick build has none): the quick verdict with
+    the claim's key (quick_key), the n-th one of a key for the n-th claim of that key (a claims file may hold an id
+    twice)."""
+    by_key: dict[tuple, list[str]] = {}
+    for q in quick:
+        by_key.setdefault(quick_key(q["id"], q["mode"], q["variant"]), []).append(q["verdict"])
+    seen: Counter = Counter()
+    matched = []
+    for c in claims:
+        key = quick_key(c["id"], mode, variant_name)
+        verdicts = by_key.get(key, [])
+        matched.append(verdicts[seen[key]] if seen[key] < len(verdicts) else None)
+        seen[key] += 1
+    return matched
+
+
 def _image(png: Path) -> bytes:
     """The figure's PNG, shrunk until it is at most MAX_IMAGE_BYTES (a committed file)."""
     from PIL import Image
@@ -185,6 +224,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         (out / image).parent.mkdir(parents=True, exist_ok=True)
         (out / image).write_bytes(_image(png))
     quick_claims = _claims(_read_json(quick / rel / "claims.json")) if quick else []
+    variant_name = mode  # each mode is one variant today; an ablation's entry would name its own (variant())
     shared = shared_seconds(root, results, paper, figure, mode, meta["scale"], {} if configs is None else configs)
     return {
         **entry,
@@ -206,7 +246,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         "versions": meta.get("versions", {}),
         "image": image,
         "claims": _claims(_read_json(results / rel / "claims.json")),
-        "quick_verdicts": {c["id"]: c["verdict"] for c in quick_claims},
+        "quick_verdicts": _quick_verdicts(quick_claims, mode, variant_name),
     }
 
 
@@ -218,18 +258,45 @@ def _paper_claims(results: Path, quick: Path | None, paper: str) -> list[dict]:
         for path in sorted((results / sub).glob("claims-*.json")):
             data = json.loads(path.read_text())
             q = _read_json(quick / sub / path.name) if quick else None
-            quick_verdicts = {c["id"]: c["verdict"] for c in _claims(q)}
-            for c in _claims(data):
+            claims, variant_name = _claims(data), mode  # each mode is one variant today (variant())
+            matched = _match_quick(claims, _quick_verdicts(_claims(q), mode, variant_name), mode, variant_name)
+            for c, quick_verdict in zip(claims, matched):
                 out.append({"paper": paper, "mode": mode, "figures": data.get("figures", []), **c,
-                            "quick_verdict": quick_verdicts.get(c["id"])})
+                            "quick_verdict": quick_verdict})
     return out
 
 
-def _git(root: Path, *args: str) -> str:
+def _git(root: Path, *args: str) -> bytes | None:
+    """git's output in `root`, None when git cannot run there (no git, or not a checkout)."""
     try:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return None
+
+
+def checkout_state(checkout: Path, results: Path, allow_dirty: bool = False) -> dict:
+    """The commit of the checkout that made `results`, {"commit", "dirty"}, for the record to name the code of the
+    build. A checkout with uncommitted changes (to tracked files), or one git cannot read, is refused: its commit does
+    not name that code. With `allow_dirty` it is recorded as dirty, with "diff_sha256": the sha256 of `git diff HEAD`
+    there (what `git diff HEAD | sha256sum` prints), so that the exact tree can still be told apart and checked."""
+    commit = _git(checkout, "rev-parse", "--short=12", "HEAD")
+    status = _git(checkout, "status", "--porcelain", "--untracked-files=no")
+    if commit is None or status is None:
+        if not allow_dirty:
+            raise RecordError(f"{checkout} (the checkout that made {results}) is not a git checkout git can read, so "
+                              "no commit names the code of the build; build in a committed checkout, or pass "
+                              "--allow-dirty to record it as dirty")
+        return {"commit": "unknown", "dirty": True}
+    state = {"commit": commit.decode().strip(), "dirty": bool(status.strip())}
+    if state["dirty"]:
+        if not allow_dirty:
+            raise RecordError(f"{checkout} (the checkout that made {results}) has uncommitted changes (git status), so "
+                              f"its commit {state['commit']} does not name the code of the build; commit them (the "
+                              "code the build ran) and record again, or pass --allow-dirty to record it as dirty with "
+                              "the sha256 of its `git diff HEAD`")
+        diff = _git(checkout, "diff", "--no-ext-diff", "--no-color", "HEAD")
+        state["diff_sha256"] = hashlib.sha256(diff).hexdigest() if diff is not None else "unknown"
+    return state
 
 
 def selection(papers: list[str] | None, figures: list[str] | None) -> dict[str, set[str] | None]:
@@ -250,42 +317,79 @@ def selection(papers: list[str] | None, figures: list[str] | None) -> dict[str, 
     return chosen
 
 
+def why_texts(items: list[str] | None) -> dict[tuple[str, str], str]:
+    """{(paper, figure): why it is not in the build} from `--why PAPER/FIGURE=TEXT …` (a figure named twice: the last
+    text). A figure that does not exist is an error, not a reason silently shown on no row."""
+    why = {}
+    for item in items or []:
+        figure, sep, text = item.partition("=")
+        if not sep or figure.count("/") != 1 or not text.strip():
+            raise RecordError(f"--why {item!r}: expected PAPER/FIGURE=TEXT, e.g. 'kato2024/fig4=≈ 4 h on 2 cores'")
+        paper, name = (part.strip() for part in figure.split("/"))
+        if (paper, name) not in FIGURES:
+            known = ", ".join(f"{p}/{f}" for p, f in FIGURES if p == paper)
+            raise RecordError(f"--why {item!r}: no figure {paper}/{name}; "
+                              + (f"{paper}'s figures: {known}" if known else f"papers: {', '.join(PAPERS)}"))
+        why[(paper, name)] = text.strip()
+    return why
+
+
 def _upgrade(part: dict) -> dict:
-    """A paper's part of a record written before entries carried their own build (recorded, commit, dirty, command
-    per paper): each entry and claim takes the paper's."""
+    """A paper's part of a record written in an older form: before entries carried their own build (recorded, commit,
+    dirty, command per paper), each entry and claim takes the paper's; before quick verdicts were keyed by claim, mode
+    and variant ({id: verdict} per entry), each becomes one {id, mode, variant, verdict} of its entry's variant."""
     build_of = {k: part[k] for k in BUILD_KEYS if k in part}
     for item in part.get("entries", []) + part.get("paper_claims", []):
         for k, v in build_of.items():
             item.setdefault(k, v)
+    for e in part.get("entries", []):
+        if isinstance(e.get("quick_verdicts"), dict):
+            e["quick_verdicts"] = [{"id": i, "mode": e["mode"], "variant": variant(e), "verdict": v}
+                                   for i, v in e["quick_verdicts"].items()]
     return {"entries": part.get("entries", []), "paper_claims": part.get("paper_claims", [])}
 
 
+def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only: bool) -> None:
+    """Raise RecordError, before anything is written (a refused record leaves no image behind), when a chosen paper
+    has no built figure in `results`, or, with `paper_scale_only` (the committed record), when a chosen figure was
+    built at a reduced scale: the committed record stands for the paper-scale verdicts, and a smoke or quick build
+    recorded there would replace a paper-scale entry with verdicts of other settings."""
+    for paper, figures in chosen.items():
+        built = {(f, m): meta for (p, f) in FIGURES if p == paper and (figures is None or f in figures)
+                 for m in MODES if (meta := _meta(results, p, f, m)) is not None}
+        if not built:
+            what = paper if figures is None else ", ".join(f"{paper}/{f}" for f in sorted(figures))
+            raise RecordError(f"{results} holds no built figure of {what} (looked for "
+                              f"results/{paper}/<figure>/<figure>.meta.json)")
+        for (figure, mode), meta in built.items():
+            if paper_scale_only and (meta.get("reduced_scale") or meta.get("scale") != "paper"):
+                raise RecordError(f"{paper}/{_name({'figure': figure, 'mode': mode})} in {results} was built at "
+                                  f"scale {meta.get('scale')!r} (reduced); the reproduction record holds paper-scale "
+                                  "builds only; pass --out DIR to record it elsewhere")
+
+
 def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[str] | None] | list[str],
-          command: str, out: Path | None = None, why: dict | None = None) -> dict:
+          command: str, out: Path | None = None, why: dict | None = None, allow_dirty: bool = False) -> dict:
     """Record the chosen figures ({paper: figures, None for all}, or a list of papers) from `results` (and
-    `quick`'s verdicts) into out (default docs/reproduction/), keeping every other entry of an existing record;
-    `why`: {(paper, figure): why it is not in the build}; returns the record. Each new entry and claim carries the
-    build it came from: today's date, the commit and uncommitted state of the checkout that made `results`
-    (build_checkout), and `command`."""
+    `quick`'s verdicts) into out (default docs/reproduction/, which takes paper-scale builds only), keeping every
+    other entry of an existing record; `why`: {(paper, figure): why it is not in the build}; returns the record.
+    Each new entry and claim carries the build it came from: today's date, the commit of the checkout that made
+    `results` (build_checkout; one with uncommitted changes is refused unless `allow_dirty`: checkout_state), and
+    `command`."""
     out = out or root / paths.RECORD_DIR
     if isinstance(chosen, list):
         chosen = selection(chosen, None)
     if not results.is_dir():
         raise RecordError(f"no results directory at {results}")
-    for paper, figures in chosen.items():  # before anything is written: a refused record leaves no image behind
-        if not any(_meta(results, p, f, m) for (p, f) in FIGURES
-                   if p == paper and (figures is None or f in figures) for m in MODES):
-            what = paper if figures is None else ", ".join(f"{paper}/{f}" for f in sorted(figures))
-            raise RecordError(f"{results} holds no built figure of {what} (looked for "
-                              f"results/{paper}/<figure>/<figure>.meta.json)")
+    if quick is not None and not quick.is_dir():  # its verdicts would all be missing, silently
+        raise RecordError(f"--quick {quick}: no quick-scale results directory there")
+    _refuse(results, chosen, paper_scale_only=out.resolve() == (root / paths.RECORD_DIR).resolve())
     checkout = build_checkout(results)
+    state = checkout_state(checkout or root, results, allow_dirty)
     out.mkdir(parents=True, exist_ok=True)
     old = _read_json(out / "record.json") or {"papers": {}}
     record = {"papers": {p: _upgrade(part) for p, part in old.get("papers", {}).items()}}
-    made = {"recorded": datetime.date.today().isoformat(),
-            "commit": _git(checkout or root, "rev-parse", "--short=12", "HEAD"),
-            "dirty": bool(_git(checkout or root, "status", "--porcelain", "--untracked-files=no")),
-            "command": command}
+    made = {"recorded": datetime.date.today().isoformat(), **state, "command": command}
     configs: dict = {}  # the paper-scale configuration, loaded once if a figure is left out (_not_built_why)
     for paper, figures in chosen.items():
         kept = record["papers"].get(paper, {"entries": [], "paper_claims": []})
@@ -307,8 +411,8 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
                                     "why": "not recorded yet", **made})
         claims = [{**c, **made} for c in _paper_claims(results, quick, paper)]
         if figures is not None:  # recording some figures: the other claims over several figures stay
-            fresh = {(c["id"], c["mode"]) for c in claims}
-            claims = [c for c in kept["paper_claims"] if (c["id"], c["mode"]) not in fresh] + claims
+            fresh = {(c["id"], c["mode"], variant(c)) for c in claims}
+            claims = [c for c in kept["paper_claims"] if (c["id"], c["mode"], variant(c)) not in fresh] + claims
         record["papers"][paper] = {"entries": entries, "paper_claims": claims}
     _write(out, record)
     return record
@@ -408,13 +512,18 @@ def _name(e: dict) -> str:
 
 
 def _builds(items: list[dict]) -> list[tuple]:
-    """The distinct builds (recorded, commit, dirty, command) the entries and claims come from, in first-seen order."""
+    """The distinct builds (BUILD_KEYS) the entries and claims come from, in time order: by recorded date, then by
+    commit in the order the commits first appear (a date has no time of day), then first seen. A page lists them in
+    this order and each entry names its build by its place here, so a build recorded later is never numbered
+    first (first-seen order followed the figures' order)."""
     seen: list[tuple] = []
     for item in items:
         b = tuple(item.get(k) for k in BUILD_KEYS)
         if b not in seen:
             seen.append(b)
-    return seen
+    recorded, commit = BUILD_KEYS.index("recorded"), BUILD_KEYS.index("commit")
+    commits = list(dict.fromkeys(b[commit] for b in seen))
+    return sorted(seen, key=lambda b: (str(b[recorded] or ""), commits.index(b[commit])))
 
 
 def _paper_page(paper: str, part: dict) -> str:
@@ -422,9 +531,11 @@ def _paper_page(paper: str, part: dict) -> str:
     lines = [f"# Reproduction record: {paper}", "",
              "Generated by `python -m dpfl record` from paper-scale builds: do not edit; `python -m dpfl record "
              "--check` lists stale entries. Each figure names the build it comes from:", ""]
-    for i, (recorded, commit, dirty, command) in enumerate(builds, 1):
-        lines.append(f"{i}. recorded {recorded} by `{command}` from a build at commit `{commit}`"
-                     f"{' (with uncommitted changes)' if dirty else ''}")
+    for i, b in enumerate(builds, 1):
+        made = dict(zip(BUILD_KEYS, b))
+        diff = f": `git diff HEAD` sha256 `{made['diff_sha256'][:12]}`" if made["diff_sha256"] else ""
+        lines.append(f"{i}. recorded {made['recorded']} by `{made['command']}` from a build at commit "
+                     f"`{made['commit']}`{f' (with uncommitted changes{diff})' if made['dirty'] else ''}")
     lines.append("")
 
     def number(item: dict) -> int:
@@ -447,12 +558,13 @@ def _paper_page(paper: str, part: dict) -> str:
                   f"`{e['settings_hash']}` | `{e['code_hash']}` | {_run_time(e)} | "
                   f"{machine.get('cpu_count')} CPU, {_cell(machine.get('accelerator'))} | {source(e)} |", ""]
         if e["claims"]:
-            lines += _claims_table(e["claims"], e.get("quick_verdicts", {}))
+            lines += _claims_table(e["claims"], _match_quick(e["claims"], e.get("quick_verdicts", []), e["mode"],
+                                                             variant(e)))
     if part["paper_claims"]:
         lines += ["## Claims over several figures", ""]
         for n in sorted({number(c) for c in part["paper_claims"]}):
             claims = [c for c in part["paper_claims"] if number(c) == n]
-            lines += [f"From build {n}:", ""] + _claims_table(claims, {c["id"]: c["quick_verdict"] for c in claims})
+            lines += [f"From build {n}:", ""] + _claims_table(claims, [c.get("quick_verdict") for c in claims])
     return "\n".join(lines) + "\n"
 
 
@@ -462,31 +574,37 @@ def _run_time(e: dict) -> str:
                                        if shared else "")
 
 
-def _claims_table(claims: list[dict], quick: dict) -> list[str]:
+def _claims_table(claims: list[dict], quick: list[str | None]) -> list[str]:
+    """The claims as table rows, each beside its own quick-scale verdict (`quick`, one per claim, in order)."""
     extra = sorted({k for c in claims for k in c if k.startswith("verdict_") and k != "verdict_on_data"})
     head = "| claim | | verdict | " + "".join(f"{k} | " for k in extra) + "cause | reason | quick-scale verdict |"
     lines = [head, "|" + "---|" * (6 + len(extra))]
-    for c in claims:
+    for c, quick_verdict in zip(claims, quick):
         lines.append(f"| {c['id']} | {_cell(c.get('claim'))} | **{c['verdict']}** | "
                      + "".join(f"{_cell(c.get(k))} | " for k in extra)
-                     + f"{_cell(c.get('cause'))} | {_cell(c.get('reason'))} | {_cell(quick.get(c['id']))} |")
+                     + f"{_cell(c.get('cause'))} | {_cell(c.get('reason'))} | {_cell(quick_verdict)} |")
     return lines + [""]
 
 
 def _summary_page(record: dict) -> str:
+    """Per paper: its figures built (distinct figures built in the paper's own mode, "none") apart from its variants
+    built (entries in the other modes, e.g. authors-code), so that a variant does not pass for one more figure."""
     lines = ["# Reproduction record", "",
              "The paper-scale verdicts of every figure, generated by `python -m dpfl record` from builds (one page "
              "per paper; built in pieces, so each figure on a paper's page names the build, date and commit it comes "
              "from). `python -m dpfl record --check` lists the entries whose settings or code changed since.", "",
-             "| paper | last recorded | commits | figures built | not built | " + " | ".join(VERDICTS) + " | causes |",
-             "|---|---|---|---|---|" + "---|" * len(VERDICTS) + "---|"]
+             "| paper | last recorded | commits | figures built | variants built | not built | " + " | ".join(VERDICTS)
+             + " | causes |",
+             "|---|---|---|---|---|---|" + "---|" * len(VERDICTS) + "---|"]
     missing = []
     for paper in PAPERS:
         part = record["papers"].get(paper)
         if part is None:
-            lines.append(f"| {paper} | not recorded | | | | " + " | " * len(VERDICTS) + " |")
+            lines.append(f"| {paper} | not recorded | | | | | " + " | " * len(VERDICTS) + " |")
             continue
         built = [e for e in part["entries"] if e["status"] == "built"]
+        figures = {e["figure"] for e in built if e["mode"] == "none"}
+        variants = [e for e in built if e["mode"] != "none"]
         missing += [f"- {paper} {_name(e)}: {e['why']}" for e in part["entries"] if e["status"] != "built"]
         claims = [c for e in built for c in e["claims"]] + part["paper_claims"]
         verdicts = Counter(c["verdict"] for c in claims)
@@ -494,7 +612,7 @@ def _summary_page(record: dict) -> str:
         items = part["entries"] + part["paper_claims"]
         commits = ", ".join(f"`{c}`" for c in dict.fromkeys(i.get("commit") for i in items))
         last = max(str(i.get("recorded")) for i in items)
-        lines.append(f"| [{paper}]({paper}.md) | {last} | {commits} | {len(built)} | "
+        lines.append(f"| [{paper}]({paper}.md) | {last} | {commits} | {len(figures)} | {len(variants)} | "
                      f"{len(part['entries']) - len(built)} | " + " | ".join(str(verdicts.get(v, 0)) for v in VERDICTS)
                      + f" | {', '.join(f'{k} {n}' for k, n in sorted(causes.items())) or '–'} |")
     if missing:
