@@ -268,13 +268,13 @@ def test_a_figure_left_out_says_why_gpu_and_the_given_reason(project, monkeypatc
     monkeypatch.chdir(root)
     shutil.rmtree(results / Path(paths.figure_dir("kato2024", "fig10b")).relative_to("results"))
     assert cli.main(["record", "--results", str(results), "--papers", "kato2024",
-                     "--why", "kato2024/fig5=≈ 9 h projected on 2 cores", "--why", "kato2024/fig10b=no GPU lent"]) == 0
+                     "--why", "kato2024/fig5=≈ 9 h projected on 2 cores", "--why", "kato2024/fig10b=a GPU job"]) == 0
     rec = json.loads((root / paths.RECORD_DIR / "record.json").read_text())["papers"]["kato2024"]
     fig5 = next(e for e in rec["entries"] if e["figure"] == "fig5" and e["mode"] == "none")
     assert fig5["why"] == ("not in the recorded build; its cells are GPU jobs at paper scale (docs/gpu.md); "
                            "≈ 9 h projected on 2 cores")
     fig10b = next(e for e in rec["entries"] if e["figure"] == "fig10b" and e["mode"] == "none")
-    assert fig10b["why"].endswith("; no GPU lent")  # a repeated --why adds to the earlier ones
+    assert fig10b["why"].endswith("; a GPU job")  # a repeated --why adds to the earlier ones
     assert "--why 'kato2024/fig5=≈ 9 h projected on 2 cores'" in fig5["command"]
     assert cli.main(["record", "--results", str(results), "--why", "fig5 needs a GPU"]) == 2
     assert "expected PAPER/FIGURE=TEXT" in capsys.readouterr().err
@@ -484,3 +484,25 @@ def test_a_build_from_uncommitted_changes_is_refused_unless_allowed_and_then_nam
     shutil.rmtree(root / ".git")  # no commit names the code at all
     with pytest.raises(record.RecordError, match="is not a git checkout git can read"):
         record.build(root, results, None, ["lowy2023"], "no git")
+
+
+def test_the_summary_has_one_row_per_paper_claim_and_the_sanity_checks_apart():
+    """docs/reproduction/README.md: every claim id of config/papers/*.yaml has one row, paper claims in the claims
+    table and sanity checks in their own; the shares count the paper's claims only."""
+    summary = (ROOT / paths.RECORD_DIR / "README.md").read_text()
+    if "## The claims" not in summary:
+        pytest.skip("no reproduction record committed yet")
+    claims_part, rest = summary.split("## The claims", 1)[1].split("### Sanity checks", 1)
+    sanity_part, shares = rest.split("### Shares over the paper's claims", 1)
+    cfg = config.load(ROOT, {"scale": "paper"})
+    paper_ids, sanity_ids = set(), set()
+    for paper, spec in cfg.papers.items():
+        for c in [c for f in spec["figures"].values() for c in f["claims"]] + spec.get("claims", []):
+            (sanity_ids if c.get("sanity") else paper_ids).add((paper, c["id"]))
+    for paper, cid in paper_ids:
+        assert claims_part.count(f"| {paper} | {cid} |") == 1, cid
+        assert f"| {cid} |" not in sanity_part
+    for paper, cid in sanity_ids:
+        assert sanity_part.count(f"| {paper} | {cid} |") == 1 and f"| {paper} | {cid} |" not in claims_part, cid
+    total = next(line for line in shares.splitlines() if line.startswith("| all |"))
+    assert total.split("|")[2].strip() == str(len(paper_ids))

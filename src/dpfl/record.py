@@ -115,8 +115,15 @@ def _read_json(path: Path) -> dict | None:
 
 def _claims(data: dict | None) -> list[dict]:
     """The parts of a claims file's claims the record keeps: the verdict and every other verdict it reports."""
-    keep = ("id", "claim", "verdict", "cause", "cause_text", "reason")
-    return [{k: c[k] for k in c if k in keep or k.startswith("verdict_")} for c in (data or {}).get("claims", [])]
+    keep = ("id", "claim", "verdict", "cause", "cause_text", "reason", "sanity", "quote", "place")
+    out = []
+    for c in (data or {}).get("claims", []):
+        kept = {k: c[k] for k in c if k in keep or k.startswith("verdict_")}
+        if c.get("without_standin"):  # a claim over several figures: its verdict without the stand-in figures
+            part = c["without_standin"]
+            kept["without_standin"] = {k: part.get(k) for k in ("figures", "verdict", "cause")}
+        out.append(kept)
+    return out
 
 
 def variant(item: dict) -> str:
@@ -261,7 +268,8 @@ def _paper_claims(results: Path, quick: Path | None, paper: str) -> list[dict]:
             claims, variant_name = _claims(data), mode  # each mode is one variant today (variant())
             matched = _match_quick(claims, _quick_verdicts(_claims(q), mode, variant_name), mode, variant_name)
             for c, quick_verdict in zip(claims, matched):
-                out.append({"paper": paper, "mode": mode, "figures": data.get("figures", []), **c,
+                out.append({"paper": paper, "mode": mode, "figures": data.get("figures", []),
+                            "figures_not_built": data.get("figures_not_built", []), **c,
                             "quick_verdict": quick_verdict})
     return out
 
@@ -617,4 +625,115 @@ def _summary_page(record: dict) -> str:
                      + f" | {', '.join(f'{k} {n}' for k, n in sorted(causes.items())) or '–'} |")
     if missing:
         lines += ["", "## Not built", ""] + missing
+    lines += _claims_overview(record)
     return "\n".join(lines) + "\n"
+
+
+PAPER_VERDICTS = ("pass", "fail", "inconclusive", "stand-in", "no verdict")
+
+
+def _claim_list(paper: str) -> list[dict]:
+    """The paper's claims as configured (paper scale), one per distinct id in file order: id, the paper's words and
+    place, sanity, and the figures it is checked on."""
+    from dpfl.config import load
+
+    spec = load(codedeps.SRC.parent, {"scale": "paper"}).papers[paper]
+    out: dict[str, dict] = {}
+    for figure, fig in spec["figures"].items():
+        for c in fig.get("claims", []):
+            row = out.setdefault(c["id"], {**{k: c.get(k) for k in ("id", "claim", "quote", "place")},
+                                           "sanity": bool(c.get("sanity")), "figures": []})
+            row["figures"].append(figure)
+    for c in spec.get("claims", []):
+        out.setdefault(c["id"], {**{k: c.get(k) for k in ("id", "claim", "quote", "place")},
+                                 "sanity": bool(c.get("sanity")), "figures": list(c["figures"])})
+    return list(out.values())
+
+
+def _one_verdict(results: list[tuple[str, dict]]) -> tuple[str, str]:
+    """A claim's verdict at paper scale from its results on the figures it is checked on ((figure, claim) pairs in
+    one mode): fail if any fails, pass if all pass, stand-in if all are stand-ins, else inconclusive; and the text
+    of the cell (each figure's verdict where they differ)."""
+    if not results:
+        return "no verdict", "no verdict (not built)"
+    verdicts = [c["verdict"] for _, c in results]
+    if all(v == "stand-in" for v in verdicts):
+        one = "stand-in"
+    elif "fail" in verdicts:
+        one = "fail"
+    elif all(v == "pass" for v in verdicts):
+        one = "pass"
+    else:
+        one = "inconclusive"
+    if len(set(verdicts)) == 1:
+        text = one
+    else:
+        text = f"{one} (" + "; ".join(f"{f} {c['verdict']}" for f, c in results) + ")"
+    return one, text
+
+
+def _claims_overview(record: dict) -> list[str]:
+    """One row per distinct claim of the five papers: the paper's words and place, the figures, the data, the
+    verdict at paper scale in the paper's mode and in the authors-code variant, the cause, the quick-scale verdict;
+    sanity checks in a table of their own; and the shares over the paper's claims (not the sanity checks)."""
+    rows, sanity_rows, shares = [], [], {}
+    for paper in PAPERS:
+        part = record["papers"].get(paper) or {"entries": [], "paper_claims": []}
+        built = [e for e in part["entries"] if e["status"] == "built"]
+        count = shares.setdefault(paper, {"all": Counter(), "real": Counter()})
+        for spec in _claim_list(paper):
+            found = {m: [(e["figure"], c) for e in built if e["mode"] == m for c in e["claims"] if c["id"] == spec["id"]]
+                     for m in MODES}
+            for c in part["paper_claims"]:
+                if c["id"] == spec["id"]:
+                    found[c["mode"]].append(("+".join(c.get("figures", [])), c))
+            verdict, text = _one_verdict(found["none"])
+            _, authors = _one_verdict(found["authors-code"])
+            sources = {e["data_source"] for e in built if e["mode"] == "none"
+                       and (e["figure"] in spec["figures"])}
+            data = " / ".join(sorted(sources)) or "–"
+            causes = "; ".join(dict.fromkeys(c.get("cause") or "" for _, c in found["none"] if c.get("cause"))) or "–"
+            quick = "; ".join(dict.fromkeys(str(q["verdict"]) for e in built if e["mode"] == "none"
+                                            for q in e.get("quick_verdicts", []) if q["id"] == spec["id"]))
+            quick += "; ".join(dict.fromkeys(str(c.get("quick_verdict")) for c in part["paper_claims"]
+                                             if c["id"] == spec["id"] and c["mode"] == "none"
+                                             and c.get("quick_verdict")))
+            words = f"“{spec['quote']}” ({spec['place']})" if spec.get("quote") else spec["claim"]
+            line = (f"| {spec['id']} | {_cell(words)} | {', '.join(spec['figures'])} | {_cell(data)} | **{text}** | "
+                    f"{_cell(authors if found['authors-code'] else '–')} | {_cell(causes)} | {_cell(quick or '–')} |")
+            if spec["sanity"]:
+                sanity_rows.append(f"| {paper} " + line)
+                continue
+            rows.append(f"| {paper} " + line)
+            count["all"][verdict] += 1
+            if verdict != "stand-in" and "standin" not in sources and verdict != "no verdict":
+                count["real"][verdict] += 1
+    head = ("| paper | claim | the paper's words (place) | figures | data | paper scale, paper's mode | "
+            "authors-code variant | cause | quick scale |")
+    out = ["", "## The claims", "",
+           "One row per distinct claim of the five papers (sanity checks below, apart). A claim checked on several "
+           "figures fails if it fails on one and passes if it passes on all; the cell lists each figure's verdict "
+           "where they differ. Verdicts follow the comparison rule of docs/claims.md (a tie is never a win).", "",
+           head, "|---" * 9 + "|", *rows, "",
+           "### Sanity checks (not paper claims)", "", head, "|---" * 9 + "|", *sanity_rows, "",
+           "### Shares over the paper's claims", "",
+           "| paper | claims | " + " | ".join(PAPER_VERDICTS) + " | on real data: pass / fail / inconclusive |",
+           "|---|---|" + "---|" * len(PAPER_VERDICTS) + "---|"]
+    total = {"all": Counter(), "real": Counter()}
+    for paper, count in shares.items():
+        for k in total:
+            total[k].update(count[k])
+        out.append(_share_row(paper, count))
+    out.append(_share_row("all", total))
+    return out
+
+
+def _share_row(name: str, count: dict) -> str:
+    n = sum(count["all"].values())
+    real = count["real"]
+
+    def pct(k: int) -> str:
+        return f"{k} ({k / n:.0%})" if n else "0"
+
+    return (f"| {name} | {n} | " + " | ".join(pct(count["all"].get(v, 0)) for v in PAPER_VERDICTS)
+            + f" | {pct(real.get('pass', 0))} / {pct(real.get('fail', 0))} / {pct(real.get('inconclusive', 0))} |")
