@@ -164,8 +164,18 @@ def test_plot_draws_one_stacked_panel_per_panel(table, tmp_path):
             x = round(bar.get_x() + bar.get_width() / 2)
             tops[x] = max(tops.get(x, 0.0), bar.get_y() + bar.get_height())
         assert tops == {0: 3.0, 1: 2.0, 2: 2.0, 3: 0.0}  # every user's stack ends at its training total
-        assert "mean largest-silo share 0.722" in fig.axes[0].get_title()
-        assert "CV of per-user totals 0.000" in fig.axes[1].get_title()
+        # the S-K13 diagnostics in a box in each panel, not in the title (the next panel's title sat on the x-label
+        # of the panel above), and above the bars under it
+        (box_a,), (box_b,) = fig.axes[0].texts, fig.axes[1].texts
+        assert "mean largest-silo share 0.722" in box_a.get_text() and "share" not in fig.axes[0].get_title()
+        assert "CV of per-user totals 0.000" in box_b.get_text()
+        fig.canvas.draw()
+        for ax, box in zip(fig.axes, (box_a, box_b)):
+            extent = box.get_bbox_patch().get_window_extent()
+            assert ax.bbox.x0 <= extent.x0 and extent.x1 <= ax.bbox.x1 and extent.y1 <= ax.bbox.y1
+            under = [b for b in ax.patches if b.get_window_extent().x1 > extent.x0]
+            assert all(b.get_window_extent().y1 <= extent.y0 for b in under)
+        assert fig.axes[0].xaxis.label.get_window_extent().y0 > fig.axes[1].title.get_window_extent().y1
         assert [t.get_text() for t in fig.legends[0].get_texts()] == ["silo 0", "silo 1"]
     finally:
         plt.close(fig)

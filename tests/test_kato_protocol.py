@@ -264,6 +264,10 @@ def test_plots_draw_both_figures(tmp_path):
         bars = sum(len(ax.patches) for ax in fig.axes)
         lines = sum(len(ax.lines) for ax in fig.axes)
         assert (bars if figure == "fig11" else lines) > 0
+        titles = " ".join(ax.get_title() for ax in fig.axes)
+        if figure == "fig11":  # readers' names, no internal ids (panel heart10, dataset heart_disease)
+            assert "HeartDisease, U = 10" in titles and "TcgaBrca" in titles
+            assert not any(s in titles for s in ("heart10", "tcga100", "heart_disease", "tcga_brca", "round(s)"))
 
 
 def test_report_table_lists_both_implementations_and_the_decryption_check():

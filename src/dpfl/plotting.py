@@ -1,6 +1,7 @@
 """Shared figure conventions: style, the mode/data/scale corner note, the stand-in watermark, when an axis is worth a
-log scale, a figure legend below the axes that fits the figure's width, and deterministic PNG/PDF output (no
-timestamps, so the same data gives the same bytes)."""
+log scale, a figure legend below the axes that fits the figure's width, colours and markers to tell many curves apart
+(`PALETTE`, `MARKERS`, `marker_every`), and deterministic PNG/PDF output (no timestamps, so the same data gives
+the same bytes)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 STANDIN_WATERMARK = "SYNTHETIC STAND-IN DATA"
 PALETTE = plt.get_cmap("tab10").colors
+#: filled markers that stay distinct at 4 pt: with `PALETTE`'s colours, a curve is told apart by its marker too (in
+#: grey scale, and where two colours are hard to tell apart)
+MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">", "*")
 #: the smallest max/min ratio of the values for which a log axis is worth it (`log_scale_fits`): one decade
 LOG_MIN_RATIO = 10.0
 
@@ -108,6 +112,16 @@ def bottom_legend(fig, handles, labels, max_cols: int = 5, **kwargs):
         if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
             return legend
         legend.remove()
+
+
+def marker_every(n_points: int, index: int, count: int, markers: int = 8):
+    """`markevery` for curve `index` of `count` drawn over the same `n_points` x values: about `markers` markers
+    per curve, each curve's first one shifted by a golden-ratio fraction of the spacing (curves 0, 1, 2, 3 at 0,
+    0.62, 0.24, 0.85 of it: any two curves, and neighbours most, apart), so that curves lying on top of one another
+    (methods with the same ε) still show each one's markers. A short curve (a reduced run's ten rounds) gets a marker
+    every second point or more, for that shift; under six points, one on every point."""
+    step = max(1, min(n_points // 3, max(2, n_points // markers)))
+    return (int((index * 0.6180339887) % 1.0 * step) if count > 1 else 0, step)
 
 
 def save(fig, png_path, pdf_path) -> None:

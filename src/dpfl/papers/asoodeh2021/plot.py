@@ -14,7 +14,8 @@ def fig2(df, spec, meta):
     ax.set_xlabel("ε")
     ax.set_ylabel("δ(ε)")
     p = spec["params"]
-    ax.set_title(f"Theorem 2: η={p['step_size']:g}, L={p['lipschitz']:g}, ρ={p['radius']:g}, σ={p['sigma']:g}, "
+    # the parameters only: the figure's title already names Theorem 2
+    ax.set_title(f"η={p['step_size']:g}, L={p['lipschitz']:g}, ρ={p['radius']:g}, σ={p['sigma']:g}, "
                  f"n={p['n_users']}", fontsize=8)
     ax.legend()
     return fig

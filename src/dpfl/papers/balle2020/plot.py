@@ -4,10 +4,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from dpfl.papers.balle2020 import TABLE1_ROWS
-from dpfl.plotting import PALETTE, identity_line
+from dpfl.plotting import PALETTE, bottom_legend, identity_line
 
 
 def fig2(df, spec, meta):
+    """The same curves on a linear and a log y axis, side by side, and one legend for both below them."""
     fig, axes = plt.subplots(1, 2, figsize=spec["plot"].get("figsize", [9.0, 3.6]), layout="constrained")
     styles = {"thm5.1": "-", "efmrtt19": ":"}
     for ax, yscale in zip(axes, ["linear", "log"]):
@@ -23,7 +24,8 @@ def fig2(df, spec, meta):
         ax.set_title(f"{yscale} y", fontsize=8)
         if yscale == "linear":
             ax.set_ylim(0, max(1.5, 1.2 * float(x.max())))
-    axes[1].legend(loc="lower right", ncol=1)
+    handles, labels = axes[0].get_legend_handles_labels()  # both panels draw the same curves
+    bottom_legend(fig, handles, labels, max_cols=4)
     return fig
 
 

@@ -5,7 +5,7 @@ drawn as private (solid line) when the table has a certified ε for it."""
 import matplotlib.pyplot as plt
 import numpy as np
 
-from dpfl.plotting import PALETTE
+from dpfl.plotting import PALETTE, bottom_legend
 
 
 def _methods(df) -> dict:
@@ -17,10 +17,11 @@ def _methods(df) -> dict:
 
 
 def fmt(v: float) -> str:
-    """3 significant digits; powers of ten as 9.20e7 (no "+0"); n/a for a missing value."""
+    """3 significant digits; powers of ten as 9.20e7 (no "+0"), from 1000 on (3 digits of 2060 were 2.06e+03);
+    n/a for a missing value."""
     if v is None or not np.isfinite(v):
         return "n/a"
-    if v != 0 and not 1e-2 <= abs(v) < 1e4:
+    if v != 0 and not 1e-2 <= abs(v) < 1e3:
         mantissa, exp = f"{v:.2e}".split("e")
         return f"{mantissa}e{int(exp)}"
     return f"{v:.3g}"
@@ -30,7 +31,28 @@ XLABEL = {"paper": "nominal ε (noise from the paper's formula)",
           "accountant": "nominal ε (noise calibrated by the exact accountant)"}
 
 
+def _certified_note(label: str, worst: list[tuple[float, float]]) -> str:
+    """`label` with the certified ε of the noise used where it is far from private at the nominal ε (more than twice
+    it, exact accounting), from each panel's (certified ε, nominal ε) at the curve's worst point: one value where
+    the panels agree, else their range (the diagnostics table has each panel's); "not private" where a panel
+    certifies no finite ε."""
+    if any(not np.isfinite(c) for c, _ in worst):
+        return f"{label} (not private: certified ε = ∞)"
+    far = [(c, x) for c, x in worst if c > 2 * x]
+    if not far:
+        return label
+    values = sorted({fmt(c) for c, _ in far}, key=lambda v: float(v))
+    at = {x for _, x in far}
+    if len(at) > 1:  # not at one nominal ε in every panel: the largest, where it was
+        c, x = max(far)
+        return f"{label} (certified ε up to {fmt(c)} at ε = {x:g})"
+    value = values[0] if len(values) == 1 else f"{values[0]}–{values[-1]}"
+    return f"{label} (certified ε {value} at ε = {at.pop():g})"
+
+
 def figure(df, spec, meta):
+    """One axis per panel, titled by its panel letter where there are several ("(c) N = 5, M = 2, ..."; the claims'
+    reasons name panels by these ids), and one legend for the figure below the axes, where it covers no curve."""
     panels = list(dict.fromkeys(df["panel"]))
     ncol = min(len(panels), 3)
     nrow = int(np.ceil(len(panels) / ncol))
@@ -40,6 +62,7 @@ def figure(df, spec, meta):
     methods = _methods(df)
     calibration = meta.get("settings", {}).get("noise_calibration", "paper")
     unit = spec["plot"].get("upsilon_unit", "")
+    handles, worst = {}, {alg: [] for alg in methods}  # one legend entry per method, from the panel that draws it
     for ax, panel in zip(axes.ravel(), panels):
         d = df[df["panel"] == panel]
         for alg, (label, color, private) in methods.items():
@@ -48,28 +71,28 @@ def figure(df, spec, meta):
                 continue
             if not private:  # tuned once per trial: one line and one band across ε
                 r = c.iloc[0]
-                ax.axhline(r["y"], color=color, ls="--", lw=1.2, label=label)
+                handles.setdefault(alg, ax.axhline(r["y"], color=color, ls="--", lw=1.2, label=label))
                 if r["y_hi"] > r["y_lo"]:
                     ax.axhspan(r["y_lo"], r["y_hi"], color=color, alpha=0.12, lw=0)
                 continue
-            worst = c.loc[c["eps_certified"].idxmax()] if c["eps_certified"].notna().any() else None
-            if worst is not None and not np.isfinite(worst["eps_certified"]):
-                label = f"{label} (not private: certified ε = ∞)"  # e.g. silo messages without noise (Q9)
-            elif worst is not None and worst["eps_certified"] > 2 * worst["x"]:
-                # say on the figure when the noise used is far from private at the nominal ε (exact accounting)
-                label = f"{label} (certified ε {fmt(worst['eps_certified'])} at ε = {worst['x']:g})"
+            if c["eps_certified"].notna().any():
+                w = c.loc[c["eps_certified"].idxmax()]
+                worst[alg].append((float(w["eps_certified"]), float(w["x"])))
             yerr = [c["y"] - c["y_lo"], c["y_hi"] - c["y"]]
-            ax.errorbar(c["x"], c["y"], yerr=yerr if (c["y_hi"] > c["y_lo"]).any() else None, marker="o", ms=3,
-                        color=color, capsize=4, label=label, ls="-")
+            handles.setdefault(alg, ax.errorbar(c["x"], c["y"], yerr=yerr if (c["y_hi"] > c["y_lo"]).any() else None,
+                                                marker="o", ms=3, color=color, capsize=4, label=label, ls="-"))
         row = d.iloc[0]
-        ax.set_title(f"N = {int(row['n_silos'])}, M = {int(row['silos_per_round'])}, K = {int(row['K'])}, "
-                     f"υ*² = {fmt(row['upsilon2'])}{(' ' + unit) if unit and np.isfinite(row['upsilon2']) else ''}",
-                     fontsize=8)
+        title = (f"N = {int(row['n_silos'])}, M = {int(row['silos_per_round'])}, K = {int(row['K'])}, "
+                 f"υ*² = {fmt(row['upsilon2'])}{(' ' + unit) if unit and np.isfinite(row['upsilon2']) else ''}")
+        ax.set_title(f"({panel}) {title}" if len(panels) > 1 else title, fontsize=8)
         ax.set_xlabel(XLABEL[calibration])
         ax.set_ylabel(f"{spec['plot'].get('ylabel', 'test metric')} ({trials} trials)")
     for ax in axes.ravel()[len(panels):]:
         ax.axis("off")
-    axes.ravel()[0].legend(fontsize=6.5)
+    # say on the figure when the noise used is far from private at the nominal ε (exact accounting)
+    drawn = [alg for alg in methods if alg in handles]
+    labels = [_certified_note(methods[alg][0], worst[alg]) for alg in drawn]
+    bottom_legend(fig, [handles[alg] for alg in drawn], labels, max_cols=4 if len(panels) > 1 else 2, fontsize=7)
     return fig
 
 

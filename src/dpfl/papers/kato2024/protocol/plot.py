@@ -8,6 +8,9 @@ import numpy as np
 from dpfl.plotting import PALETTE, value_scale
 
 COLOURS = {"fast": PALETTE[0], "reference": PALETTE[1]}
+#: dataset id -> the name readers know it by (the paper's and the figure titles')
+DATASET_NAMES = {"heart_disease": "HeartDisease", "tcga_brca": "TcgaBrca", "creditcard": "Creditcard",
+                 "mnist": "MNIST"}
 OTHER_PHASES = ("key exchange", "blinded histogram", "aggregation")
 FIG12_PHASES = ("key exchange", "local training", "aggregation", "blinded histogram")
 
@@ -48,9 +51,11 @@ def fig11(df, spec, meta):
             row[1].bar(np.arange(3) + (k - (len(impls) - 1) / 2) * width, ys, width, yerr=es, capsize=2,
                        color=COLOURS[impl])
             heights += ys
-        title = (f"{first['dataset']}, U = {int(first['users'])}, S = {int(first['silos'])}, "
-                 f"{int(first['params'])} params, {int(first['rounds'])} round(s) per run")
-        row[0].set_title(f"({panel}) {title}\nlocal training per silo", fontsize=8)
+        rounds = int(first["rounds"])
+        title = (f"{DATASET_NAMES.get(first['dataset'], first['dataset'])}, U = {int(first['users'])}, "
+                 f"S = {int(first['silos'])}, {int(first['params'])} params, {rounds} round{'s' * (rounds != 1)} "
+                 f"per run")  # no internal ids (panel "heart10", dataset "heart_disease") in the titles
+        row[0].set_title(f"{title}\nlocal training per silo", fontsize=8)
         row[0].set_xlabel("silo")
         row[0].set_xticks(sorted(d.loc[d["quantity"] == "silo_seconds", "x"].unique()))
         row[1].set_title("other phases (aggregation: all rounds)", fontsize=8)
