@@ -998,6 +998,8 @@ def test_max_losses_fails_a_claim_with_a_loss_anywhere():
     assert run(df, check)[0] == "pass"
     verdict, numbers = run(df, {**check, "max_losses": 0})
     assert verdict == "fail" and numbers["losses"] == 1
+    reason = evaluate_claim(df, claim({**check, "max_losses": 0}), "real")["reason"]
+    assert "1 loss (at most 0 allowed)" in reason and "panel d" in reason, reason
 
 
 def test_eventually_passes_on_a_suffix_of_wins_fails_on_a_loss_at_the_end_else_inconclusive():
@@ -1140,8 +1142,9 @@ def test_cause_of_each_verdict():
     assert claims.cause_of({"verdict": "stand-in"}, **{**kw, "data_source": "standin"})[0] == "stand-in"
     cause, text = claims.cause_of(fail, **kw)
     assert cause == "reduced-scale" and "trials 3 (paper 20)" in text and "not the paper-scale result" in text
-    cause, text = claims.cause_of(fail, **kw, other_verdict="pass", difference="K4: the authors' orders")
-    assert cause == "documented-difference" and "authors-code variant passes" in text and "K4" in text
+    cause, text = claims.cause_of(fail, **kw, other_verdict="pass", difference="K4: the authors' orders",
+                                  authors_items=["K4"])
+    assert cause == "documented-difference" and "authors-code variant (K4 together) passes" in text and "K4" in text
     assert claims.cause_of(fail, **kw, other_verdict="fail")[0] == "reduced-scale"
     assert claims.cause_of(fail, **kw, mode="authors-code", other_verdict="pass")[0] == "reduced-scale"
     assert claims.cause_of(fail, **{**kw, "reductions": {}, "scale": "paper"})[0] == "not-reproduced"
@@ -1317,3 +1320,24 @@ def test_reduced_scale_says_why_a_check_does_not_compare_like_for_like():
     passing = {**eps, "op": ">"}
     other = evaluate_claim(df, claim(passing, {k: v for k, v in eps.items() if k != "reduced_scale"}), "real")
     assert other["verdict"] == "fail" and why not in claims.cause_of(other, **quick)[1]
+
+
+def test_a_documented_difference_names_the_items_whose_one_switch_ablation_moves_it():
+    """docs/claims.md: the cause names the items a one-switch ablation shows; where only the whole authors-code
+    variant moves the verdict, it names the combination and what the single switches gave."""
+    fail = {"verdict": "fail"}
+    kw = {"data_source": "real", "scale": "paper", "reductions": {}, "authors_items": ["Q2", "Q3", "Q7", "Q8"]}
+    abl = {"ablation-q7": {"items": ["Q7"], "verdict": "pass"}, "ablation-q8": {"items": ["Q8"], "verdict": "fail"}}
+    cause, text = claims.cause_of(fail, **kw, other_verdict="pass", ablations=abl)
+    assert cause == "documented-difference" and text.startswith("one switch moves it: Q7 alone passes (ablation q7)")
+    assert "Q8" not in text
+    abl["ablation-q7"]["verdict"] = "fail"
+    cause, text = claims.cause_of(fail, **kw, other_verdict="pass", ablations=abl)
+    assert cause == "documented-difference" and "only the combination" in text and "Q2 + Q3 + Q7 + Q8" in text
+    assert "Q7 alone fail" in text and "Q8 alone fail" in text
+    cause, text = claims.cause_of(fail, **kw, other_verdict="pass")
+    assert cause == "documented-difference" and "no single-switch ablation was built" in text
+    # an ablation that passes is evidence even when the whole authors-code variant fails
+    q7 = {"ablation-q7": {"items": ["Q7"], "verdict": "pass"}}
+    assert claims.cause_of(fail, **kw, other_verdict="fail", ablations=q7)[0] == "documented-difference"
+    assert claims.cause_of(fail, **kw, other_verdict="fail", ablations=abl)[0] == "not-reproduced"

@@ -288,20 +288,20 @@ class ProjectConfig:
         return self.papers[paper]["compat"]
 
     def figure_params(self, paper: str, figure: str, mode: str) -> dict:
-        """A figure's params in a mode: under authors-code, its `authors_code.params` are merged in."""
+        """A figure's params in a mode: under authors-code, its `authors_code.params` are merged in; in an ablation
+        ("ablation-<name>"), only the params of the difference items the ablation names (variant_overlay)."""
         spec = self.figure(paper, figure)
-        if mode == "authors-code":
-            return deep_merge(spec["params"], spec.get("authors_code", {}).get("params", {}))
-        return spec["params"]
+        return deep_merge(spec["params"], variant_overlay(spec, mode, f"config/papers/{paper}.yaml: figures.{figure}"))
 
     def paper_file_params(self, paper: str, figure: str, mode: str) -> dict:
         """A figure's params as its paper file writes them (the paper's own settings, before the scale overlay and
         schema defaults), in a mode: compared with figure_params, they tell a reduced-scale run."""
         spec = self.written.get(paper, {}).get("figures", {}).get(figure, {})
-        params = spec.get("params", {})
-        if mode == "authors-code":
-            return deep_merge(params, spec.get("authors_code", {}).get("params", {}))
-        return params
+        return deep_merge(spec.get("params", {}), variant_overlay(spec, mode, f"config/papers/{paper}.yaml"))
+
+    def ablations(self, paper: str, figure: str) -> dict[str, list[str]]:
+        """A figure's one-switch ablations: name -> the difference items it switches."""
+        return dict(self.figure(paper, figure).get("ablations") or {})
 
     def paper_settings(self, paper: str) -> dict:
         """Paper-level settings that shape results (e.g. lowy2023's noise_calibration)."""
@@ -393,6 +393,7 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
                     f"{_short(paper_file)}: figures.{figure}: no implementation registered for this figure")
             if spec.get("authors_code", {}).get("params"):
                 _validate_authors_code(merged, figure, schema_path, _short(paper_file))
+            _validate_variants(merged, figure, schema_path, _short(paper_file))
         for name, entry in merged.get("allocations", {}).items():
             kind = ALLOCATION_KINDS.get(entry["kind"])
             if kind is None or entry["dataset"] not in kind.datasets:
@@ -415,6 +416,51 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
             )
     return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources, datasets=datasets,
                          written=written)
+
+
+def variant_overlay(spec: dict, mode: str, where: str = "") -> dict:
+    """The params a variant of a figure (its config entry `spec`) merges into the paper's: none for the paper's mode,
+    `authors_code.params` for authors-code, and for an ablation ("ablation-<name>") the params of the difference
+    items it names (`authors_code.items`), merged in their order."""
+    if mode == "none":
+        return {}
+    code = spec.get("authors_code", {})
+    if mode == "authors-code":
+        return code.get("params", {})
+    name = mode.removeprefix("ablation-")
+    if not mode.startswith("ablation-") or name not in (spec.get("ablations") or {}):
+        known = ", ".join(sorted(spec.get("ablations") or {})) or "none"
+        raise ConfigError(f"{where}: no variant {mode!r}; its ablations: {known}")
+    out: dict = {}
+    for item in spec["ablations"][name]:
+        out = deep_merge(out, code.get("items", {})[item])
+    return out
+
+
+def _validate_variants(paper_cfg: dict, figure: str, schema_path: Path, source: str) -> None:
+    """A figure's difference items and ablations: merged together, `authors_code.items` must equal
+    `authors_code.params` (so that the authors-code variant is exactly its items and each item can be switched
+    alone), every ablation names known items, and each ablation's params are valid params."""
+    spec = paper_cfg["figures"][figure]
+    code = spec.get("authors_code", {})
+    items = code.get("items") or {}
+    where = f"{source}: figures.{figure}"
+    if items:
+        merged: dict = {}
+        for overlay in items.values():
+            merged = deep_merge(merged, overlay)
+        if merged != code.get("params", {}):
+            raise ConfigError(f"invalid configuration in {where}.authors_code: its items ({', '.join(items)}) merged "
+                              f"together give {merged}, not its params {code.get('params', {})}")
+    for name, chosen in (spec.get("ablations") or {}).items():
+        unknown = [i for i in chosen if i not in items]
+        if unknown:
+            raise ConfigError(f"invalid configuration in {where}.ablations.{name}: unknown item(s) {unknown}; "
+                              f"authors_code.items has: {', '.join(items) or 'none'}")
+        trial = copy.deepcopy(paper_cfg)
+        trial["figures"][figure]["params"] = deep_merge(spec["params"], variant_overlay(spec, f"ablation-{name}"))
+        validate(trial, schema_path, f"{source} (figures.{figure}.ablations.{name} merged into params)",
+                 set_default=False)
 
 
 def _validate_authors_code(paper_cfg: dict, figure: str, schema_path: Path, source: str) -> None:

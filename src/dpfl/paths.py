@@ -4,6 +4,22 @@
 from __future__ import annotations
 
 MODE_SUBDIR = {"none": "", "authors-code": "authors-code/"}  # the authors-code variant sits beside the default
+ABLATION = "ablation-"  # the mode of a one-switch ablation: "ablation-<name>", in ablations/<name>/
+
+
+def ablation_mode(name: str) -> str:
+    return f"{ABLATION}{name}"
+
+
+def ablation_name(mode: str) -> str | None:
+    """The ablation a mode names ("ablation-q7" -> "q7"), None for the two modes."""
+    return mode[len(ABLATION):] if mode.startswith(ABLATION) else None
+
+
+def mode_subdir(mode: str) -> str:
+    """Where a variant lives under its figure's (or paper's) directory: "", "authors-code/", "ablations/<name>/"."""
+    name = ablation_name(mode)
+    return MODE_SUBDIR[mode] if name is None else f"ablations/{name}/"
 REPORT_HTML = "results/report/index.html"
 REPORT_LOGS = "results/logs/"
 RECORD_DIR = "docs/reproduction/"  # the committed reproduction record (dpfl.record)
@@ -28,11 +44,11 @@ def data_logs(dataset: str) -> str:
 
 
 def figure_dir(paper: str, figure: str, mode: str = "none") -> str:
-    return f"results/{paper}/{figure}/{MODE_SUBDIR[mode]}"
+    return f"results/{paper}/{figure}/{mode_subdir(mode)}"
 
 
 def figure_logs(paper: str, figure: str, mode: str = "none") -> str:
-    return f"results/logs/{paper}/{figure}/{MODE_SUBDIR[mode]}"
+    return f"results/logs/{paper}/{figure}/{mode_subdir(mode)}"
 
 
 def cell_table(paper: str, figure: str, cell: str, mode: str = "none") -> str:

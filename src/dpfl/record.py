@@ -30,7 +30,15 @@ from pathlib import Path
 from dpfl import codedeps, jobs, paths
 from dpfl.papers import FIGURES, PAPERS
 
-MODES = ("none", "authors-code")
+MODES = ("none", "authors-code")  # and the one-switch ablations a build holds (modes_built)
+
+
+def modes_built(results: Path, paper: str, figure: str | None = None) -> list[str]:
+    """The modes to look for in `results` for a figure (or, figure None, a paper's claims over several figures):
+    the two modes and every one-switch ablation built there ("ablation-<name>", in ablations/<name>/)."""
+    base = results / paper / (figure or "") / "ablations"
+    names = sorted(d.name for d in base.iterdir() if d.is_dir()) if base.is_dir() else []
+    return [*MODES, *(paths.ablation_mode(n) for n in names)]
 # what each entry and claim says about the build it is from (diff_sha256: only where its checkout had uncommitted
 # changes, checkout_state)
 BUILD_KEYS = ("recorded", "commit", "dirty", "diff_sha256", "command")
@@ -215,7 +223,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
     fdef = FIGURES[(paper, figure)]
     rel = _figure_rel(paper, figure, mode)
     meta = _meta(results, paper, figure, mode)
-    if mode == "authors-code" and (not fdef.has_compat or meta is None):
+    if mode != "none" and (not fdef.has_compat or meta is None):
         return None
     entry = {"paper": paper, "figure": figure, "mode": mode}
     if meta is None:
@@ -227,7 +235,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
     image = None
     png = results / rel / f"{figure}.png"
     if png.exists():
-        image = f"images/{paper}-{figure}{'' if mode == 'none' else '-authors-code'}.png"
+        image = f"images/{paper}-{figure}{'' if mode == 'none' else '-' + mode}.png"
         (out / image).parent.mkdir(parents=True, exist_ok=True)
         (out / image).write_bytes(_image(png))
     quick_claims = _claims(_read_json(quick / rel / "claims.json")) if quick else []
@@ -260,8 +268,8 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
 def _paper_claims(results: Path, quick: Path | None, paper: str) -> list[dict]:
     """Claims over several figures (results/<paper>/[authors-code/]claims-<id>.json)."""
     out = []
-    for mode in MODES:
-        sub = f"{paper}/{paths.MODE_SUBDIR[mode]}"
+    for mode in modes_built(results, paper):
+        sub = f"{paper}/{paths.mode_subdir(mode)}"
         for path in sorted((results / sub).glob("claims-*.json")):
             data = json.loads(path.read_text())
             q = _read_json(quick / sub / path.name) if quick else None
@@ -364,7 +372,7 @@ def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only:
     recorded there would replace a paper-scale entry with verdicts of other settings."""
     for paper, figures in chosen.items():
         built = {(f, m): meta for (p, f) in FIGURES if p == paper and (figures is None or f in figures)
-                 for m in MODES if (meta := _meta(results, p, f, m)) is not None}
+                 for m in modes_built(results, p, f) if (meta := _meta(results, p, f, m)) is not None}
         if not built:
             what = paper if figures is None else ", ".join(f"{paper}/{f}" for f in sorted(figures))
             raise RecordError(f"{results} holds no built figure of {what} (looked for "
@@ -406,7 +414,7 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
         for (p, f) in FIGURES:
             if p != paper:
                 continue
-            for m in MODES:
+            for m in dict.fromkeys([*modes_built(results, p, f), *(m for (g, m) in old_entries if g == f)]):
                 if figures is None or f in figures:
                     e = _entry(root, results, quick, p, f, m, out, why, configs, checkout)
                     if e is not None:
@@ -682,17 +690,23 @@ def _claims_overview(record: dict) -> list[str]:
         built = [e for e in part["entries"] if e["status"] == "built"]
         count = shares.setdefault(paper, {"all": Counter(), "real": Counter()})
         for spec in _claim_list(paper):
-            found = {m: [(e["figure"], c) for e in built if e["mode"] == m for c in e["claims"] if c["id"] == spec["id"]]
-                     for m in MODES}
+            found: dict[str, list] = {m: [] for m in MODES}
+            for e in built:
+                found.setdefault(e["mode"], []).extend((e["figure"], c) for c in e["claims"] if c["id"] == spec["id"])
             for c in part["paper_claims"]:
                 if c["id"] == spec["id"]:
-                    found[c["mode"]].append(("+".join(c.get("figures", [])), c))
+                    found.setdefault(c["mode"], []).append(("+".join(c.get("figures", [])), c))
+            ablations = "; ".join(f"{m.removeprefix(paths.ABLATION)}: {_one_verdict(v)[1]}"
+                                  for m, v in sorted(found.items()) if m.startswith(paths.ABLATION) and v) or "–"
             verdict, text = _one_verdict(found["none"])
             _, authors = _one_verdict(found["authors-code"])
             sources = {e["data_source"] for e in built if e["mode"] == "none"
                        and (e["figure"] in spec["figures"])}
             data = " / ".join(sorted(sources)) or "–"
-            causes = "; ".join(dict.fromkeys(c.get("cause") or "" for _, c in found["none"] if c.get("cause"))) or "–"
+            causes = "; ".join(dict.fromkeys(
+                c["cause"] + (f": {c.get('cause_text')}" if c.get("cause_text")
+                              and c["cause"] in ("documented-difference", "paper-inconsistent") else "")
+                for _, c in found["none"] if c.get("cause"))) or "–"
             quick = "; ".join(dict.fromkeys(str(q["verdict"]) for e in built if e["mode"] == "none"
                                             for q in e.get("quick_verdicts", []) if q["id"] == spec["id"]))
             quick += "; ".join(dict.fromkeys(str(c.get("quick_verdict")) for c in part["paper_claims"]
@@ -700,7 +714,8 @@ def _claims_overview(record: dict) -> list[str]:
                                              and c.get("quick_verdict")))
             words = f"“{spec['quote']}” ({spec['place']})" if spec.get("quote") else spec["claim"]
             line = (f"| {spec['id']} | {_cell(words)} | {', '.join(spec['figures'])} | {_cell(data)} | **{text}** | "
-                    f"{_cell(authors if found['authors-code'] else '–')} | {_cell(causes)} | {_cell(quick or '–')} |")
+                    f"{_cell(authors if found['authors-code'] else '–')} | {_cell(ablations)} | {_cell(causes)} | "
+                    f"{_cell(quick or '–')} |")
             if spec["sanity"]:
                 sanity_rows.append(f"| {paper} " + line)
                 continue
@@ -709,13 +724,13 @@ def _claims_overview(record: dict) -> list[str]:
             if verdict != "stand-in" and "standin" not in sources and verdict != "no verdict":
                 count["real"][verdict] += 1
     head = ("| paper | claim | the paper's words (place) | figures | data | paper scale, paper's mode | "
-            "authors-code variant | cause | quick scale |")
+            "authors-code variant | one-switch ablations | cause | quick scale |")
     out = ["", "## The claims", "",
            "One row per distinct claim of the five papers (sanity checks below, apart). A claim checked on several "
            "figures fails if it fails on one and passes if it passes on all; the cell lists each figure's verdict "
            "where they differ. Verdicts follow the comparison rule of docs/claims.md (a tie is never a win).", "",
-           head, "|---" * 9 + "|", *rows, "",
-           "### Sanity checks (not paper claims)", "", head, "|---" * 9 + "|", *sanity_rows, "",
+           head, "|---" * 10 + "|", *rows, "",
+           "### Sanity checks (not paper claims)", "", head, "|---" * 10 + "|", *sanity_rows, "",
            "### Shares over the paper's claims", "",
            "| paper | claims | " + " | ".join(PAPER_VERDICTS) + " | on real data: pass / fail / inconclusive |",
            "|---|---|" + "---|" * len(PAPER_VERDICTS) + "---|"]

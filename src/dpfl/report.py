@@ -38,7 +38,15 @@ from dpfl.data.common import sha256_file
 
 VERDICT_ORDER = ["pass", "fail", "inconclusive", "stand-in"]
 CAUSE_ORDER = ["reduced-scale", "no-rows", "documented-difference", "paper-inconsistent", "stand-in", "not-reproduced"]
-MODE_LABEL = {"none": "paper's algorithm (compat: none)", "authors-code": "authors' code (compat: authors-code)"}
+class _ModeLabels(dict):
+    """A variant's name for a reader: the two modes, and "one-switch ablation <name>" for the others."""
+
+    def __missing__(self, mode: str) -> str:
+        return f"one-switch ablation {paths.ablation_name(mode) or mode} (the paper's algorithm, one item switched)"
+
+
+MODE_LABEL = _ModeLabels({"none": "paper's algorithm (compat: none)",
+                          "authors-code": "authors' code (compat: authors-code)"})
 MIME = {".png": "image/png", ".pdf": "application/pdf", ".csv": "text/csv"}
 
 
@@ -243,7 +251,7 @@ def collect_paper_claims(paper_claims: list[dict], root: Path) -> list[dict]:
     was computed from)."""
     out = []
     for p in paper_claims:
-        log = root / paths.REPORT_LOGS / p["paper"] / f"{paths.MODE_SUBDIR[p['mode']]}claims-{p['id']}.log"
+        log = root / paths.REPORT_LOGS / p["paper"] / f"{paths.mode_subdir(p['mode'])}claims-{p['id']}.log"
         tables = {f: root / t for f, t in (p.get("tables") or {}).items()}
         state, problem, data = claims_problem(root / p["path"], tables, p.get("claims_hash"), log, root)
         data = data or {}

@@ -5,12 +5,16 @@
 # which the report shows under the paper. It is built when at least one of its figures is selected, over the selected
 # ones (it names them, and the figures it could not read), in the modes they share: a claim is never left without a
 # verdict because one of its figures is not built (e.g. a figure that takes hours, or needs a GPU, at paper scale).
-localrules: paper_claims_none, paper_claims_authors_code
+localrules: paper_claims_none, paper_claims_authors_code, paper_claims_ablation
 
 
 def _figure_mode(paper, figure, mode):
     """The variant of a figure that a claim in `mode` reads (a figure without an authors-code variant: its one)."""
     return mode if FIGURES[(paper, figure)].has_compat else "none"
+
+
+def _claim_mode(mode, wildcards):
+    return paths.ablation_mode(wildcards.ablation) if mode == paths.ABLATION else mode
 
 
 def claims_context(paper, figures):
@@ -21,6 +25,9 @@ def claims_context(paper, figures):
     return {
         "x_name": first.get("claims_x"),
         "difference": first.get("authors_code", {}).get("why", ""),
+        # the difference items of the authors-code variant and of each one-switch ablation, to name a cause
+        "authors_items": list((first.get("authors_code", {}).get("items") or {})),
+        "ablations": {paths.ablation_mode(n): items for n, items in (first.get("ablations") or {}).items()},
     }
 
 
@@ -30,17 +37,20 @@ def _modes_of(paper, figures):
 
 
 def paper_claims_json(paper, claim_id, mode):
-    return f"results/{paper}/{MODE_SUBDIR[mode]}claims-{claim_id}.json"
+    return f"results/{paper}/{paths.mode_subdir(mode)}claims-{claim_id}.json"
 
 
 def other_mode_claims(paper, figures, mode, claim_id=None):
-    """In the default mode, the authors-code variant's claims file when that variant is built too: a claim that
-    fails here and passes there is a documented difference (dpfl.claims.cause_of)."""
-    if mode != "none" or not all("authors-code" in modes_for(paper, f) for f in figures):
+    """In the default mode, the claims files of the other variants built too (the authors-code variant, the
+    one-switch ablations): a claim that fails here and passes there is a documented difference, named by the items
+    whose ablation moves it (dpfl.claims.cause_of)."""
+    if mode != "none":
         return []
+    built = [set(modes_for(paper, f)) for f in figures]
+    others = [m for m in modes_for(paper, figures[0]) if m != "none" and all(m in b for b in built)]
     if claim_id is None:
-        return [figure_dir(paper, figures[0], "authors-code") + "claims.json"]
-    return [paper_claims_json(paper, claim_id, "authors-code")]
+        return [figure_dir(paper, figures[0], m) + "claims.json" for m in others]
+    return [paper_claims_json(paper, claim_id, m) for m in others]
 
 
 def paper_claim(paper, claim_id):
@@ -78,13 +88,15 @@ def paper_claim_outputs():
 
 def _claim_tables(mode, ext):
     def files(wildcards):
+        m = _claim_mode(mode, wildcards)
         figures = built_figures(wildcards.paper, paper_claim(wildcards.paper, wildcards.claim))
-        return [figure_dir(wildcards.paper, f, _figure_mode(wildcards.paper, f, mode)) + f"{f}.{ext}" for f in figures]
+        return [figure_dir(wildcards.paper, f, _figure_mode(wildcards.paper, f, m)) + f"{f}.{ext}" for f in figures]
     return files
 
 
-for _mode, _sub in MODE_SUBDIR.items():
-    _slug = _mode.replace("-", "_")
+for _mode in (*MODE_SUBDIR, paths.ABLATION):  # the ablation rule takes the ablation's name from a wildcard
+    _slug = _mode.replace("-", "_").rstrip("_")
+    _sub = paths.mode_subdir(_mode if _mode != paths.ABLATION else "ablation-{ablation}")
 
     rule:
         name:
@@ -93,7 +105,7 @@ for _mode, _sub in MODE_SUBDIR.items():
             csvs=_claim_tables(_mode, "csv"),
             sidecars=_claim_tables(_mode, "json"),
             other=lambda w, _mode=_mode: other_mode_claims(w.paper, built_figures(w.paper, paper_claim(w.paper, w.claim)),
-                                                           _mode, w.claim),
+                                                           _claim_mode(_mode, w), w.claim),
             code=code_files("dpfl.stages.claims"),
         output:
             claims=f"results/{{paper}}/{_sub}claims-{{claim}}.json",

@@ -38,6 +38,7 @@ wildcard_constraints:
     figure="[a-z0-9_]+",
     cell="[A-Za-z0-9_.-]+",
     allocation="[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)?",  # "<paper>-<name>" or "<paper>-<name>/<instance>"
+    ablation="[a-z][a-z0-9_]*",
 
 
 def figure_def(wildcards):
@@ -61,7 +62,19 @@ def modes_for(paper, figure):
     if CFG.mode(paper) == "authors-code":
         return ["authors-code"]
     wanted = CFG.globals["compat_variants"] or CFG.figure(paper, figure).get("authors_code", {}).get("build_by_default")
-    return ["none", "authors-code"] if wanted else ["none"]
+    return (["none", "authors-code"] if wanted else ["none"]) + ablation_modes(paper, figure)
+
+
+def ablation_modes(paper, figure):
+    """The figure's one-switch ablations ("ablation-<name>"), built with `ablations: true` in the paper's own mode."""
+    if not CFG.globals["ablations"] or CFG.mode(paper) != "none":
+        return []
+    return [paths.ablation_mode(name) for name in CFG.ablations(paper, figure)]
+
+
+def rule_mode(mode, wildcards):
+    """A rule's mode: "none", "authors-code", or for the ablation rules "ablation-<name>" from the wildcard."""
+    return paths.ablation_mode(wildcards.ablation) if mode == paths.ABLATION else mode
 
 
 def figure_outputs(paper, figure, mode):

@@ -2,12 +2,13 @@
 # Experiment figures add cells before `table` (one job per cell, e.g. one method on one panel over
 # all trials, or a kato2024 panel with all its methods), which read prepared datasets (data.smk) and configured
 # allocations (rule allocate).
-# The rules are defined once per mode; the authors-code variant lives in <figure>/authors-code/.
+# The rules are defined once per mode; the authors-code variant lives in <figure>/authors-code/, a one-switch
+# ablation in <figure>/ablations/<name>/ (one set of rules for all ablations, the name a wildcard).
 # Table assembly, plots, claims and the report take seconds (an analytic figure's table is its whole computation:
 # seconds at every scale; an experiment figure's aggregates its cells): under a cluster executor (profiles/slurm)
 # they run on the submitting machine, never as cluster jobs; allocate and the cells are the scheduler's.
-localrules: report, figure_table_none, figure_table_authors_code, figure_plot_none, figure_plot_authors_code,
-    figure_claims_none, figure_claims_authors_code
+localrules: report, figure_table_none, figure_table_authors_code, figure_table_ablation, figure_plot_none,
+    figure_plot_authors_code, figure_plot_ablation, figure_claims_none, figure_claims_authors_code, figure_claims_ablation
 
 
 def _local_cores():
@@ -23,7 +24,7 @@ def _local_cores():
 def _table_job(mode):
     def params(wildcards):
         figure_def(wildcards)
-        return jobs.table_job(CFG, wildcards.paper, wildcards.figure, mode)
+        return jobs.table_job(CFG, wildcards.paper, wildcards.figure, rule_mode(mode, wildcards))
     return params
 
 
@@ -36,15 +37,16 @@ def _reductions(mode):
         figure_def(wildcards)
         from dpfl.claims import scale_reductions
 
-        return scale_reductions(CFG.paper_file_params(wildcards.paper, wildcards.figure, mode),
-                                CFG.figure_params(wildcards.paper, wildcards.figure, mode))
+        m = rule_mode(mode, wildcards)
+        return scale_reductions(CFG.paper_file_params(wildcards.paper, wildcards.figure, m),
+                                CFG.figure_params(wildcards.paper, wildcards.figure, m))
     return reductions
 
 
 def _needs(mode):
     def needs(wildcards):
         figure_def(wildcards)
-        return jobs.needs(CFG, wildcards.paper, wildcards.figure, mode)
+        return jobs.needs(CFG, wildcards.paper, wildcards.figure, rule_mode(mode, wildcards))
     return needs
 
 
@@ -57,17 +59,10 @@ def _cell_needs(mode):
     def needs(wildcards):
         figure_def(wildcards)
         try:
-            return jobs.cell_needs(CFG, wildcards.paper, wildcards.figure, wildcards.cell, mode)
+            return jobs.cell_needs(CFG, wildcards.paper, wildcards.figure, wildcards.cell, rule_mode(mode, wildcards))
         except ValueError as exc:
             raise WorkflowError(str(exc)) from None
     return needs
-
-
-def _cell_ids(mode):
-    def ids(wildcards):
-        figure_def(wildcards)
-        return jobs.cell_ids(CFG, wildcards.paper, wildcards.figure, mode)
-    return ids
 
 
 def _cell_tables(mode):
@@ -75,8 +70,9 @@ def _cell_tables(mode):
     it (jobs.cell_sources)."""
     def tables(wildcards):
         figure_def(wildcards)
-        return [paths.cell_table(wildcards.paper, f, c, mode)
-                for f, c, _ in jobs.cell_sources(CFG, wildcards.paper, wildcards.figure, mode)]
+        m = rule_mode(mode, wildcards)
+        return [paths.cell_table(wildcards.paper, f, c, m)
+                for f, c, _ in jobs.cell_sources(CFG, wildcards.paper, wildcards.figure, m)]
     return tables
 
 
@@ -85,7 +81,7 @@ def _cell_table_runs(mode):
     def runs(wildcards):
         figure_def(wildcards)
         return [None if r is None else list(r)
-                for _, _, r in jobs.cell_sources(CFG, wildcards.paper, wildcards.figure, mode)]
+                for _, _, r in jobs.cell_sources(CFG, wildcards.paper, wildcards.figure, rule_mode(mode, wildcards))]
     return runs
 
 
@@ -93,7 +89,8 @@ def _cell_job(mode):
     def params(wildcards):
         figure_def(wildcards)
         try:
-            return jobs.build_cell_job(CFG, wildcards.paper, wildcards.figure, wildcards.cell, mode).as_dict()
+            return jobs.build_cell_job(CFG, wildcards.paper, wildcards.figure, wildcards.cell,
+                                       rule_mode(mode, wildcards)).as_dict()
         except ValueError as exc:
             raise WorkflowError(str(exc)) from None
     return params
@@ -155,10 +152,10 @@ rule allocate:
         "../scripts/allocate.py"
 
 
-for _mode, _sub in MODE_SUBDIR.items():
-    _slug = _mode.replace("-", "_")
-    _dir = paths.figure_dir("{paper}", "{figure}", _mode)
-    _logs = paths.figure_logs("{paper}", "{figure}", _mode)
+for _mode in (*MODE_SUBDIR, paths.ABLATION):  # the ablation rules take the ablation's name from a wildcard
+    _slug = _mode.replace("-", "_").rstrip("_")
+    _dir = paths.figure_dir("{paper}", "{figure}", _mode if _mode != paths.ABLATION else "ablation-{ablation}")
+    _logs = paths.figure_logs("{paper}", "{figure}", _mode if _mode != paths.ABLATION else "ablation-{ablation}")
 
     rule:
         name:
@@ -179,14 +176,14 @@ for _mode, _sub in MODE_SUBDIR.items():
         benchmark:
             _logs + "cells/{cell}.benchmark.tsv"
         # all local cores for cells that time themselves (jobs.cell_threads), so that nothing runs beside them
-        threads: lambda w, _mode=_mode: jobs.cell_threads(CFG, w.paper, w.figure, w.cell, _mode, _local_cores())
+        threads: lambda w, _mode=_mode: jobs.cell_threads(CFG, w.paper, w.figure, w.cell, rule_mode(_mode, w), _local_cores())
         resources:
             mem_mb=4000,
             # minutes; a kato2024 training cell is a whole panel (all its methods in turn): ≈ 2 h on one core for
             # Fig 4(d) at paper scale, so the limit leaves room (a cluster queue may need a longer partition)
             runtime=480,
             # 1 for cells worth a GPU (jobs.cell_gpu): `--resources gpu=1` serialises them, profiles/slurm maps it
-            gpu=lambda w, _mode=_mode: jobs.cell_gpu(CFG, w.paper, w.figure, w.cell, _mode),
+            gpu=lambda w, _mode=_mode: jobs.cell_gpu(CFG, w.paper, w.figure, w.cell, rule_mode(_mode, w)),
         script:
             "../scripts/figure_cell.py"
 
@@ -252,7 +249,7 @@ for _mode, _sub in MODE_SUBDIR.items():
         input:
             csv=_dir + "{figure}.csv",
             sidecar=_dir + "{figure}.json",
-            other=lambda w, _mode=_mode: other_mode_claims(w.paper, [w.figure], _mode),  # claims.smk
+            other=lambda w, _mode=_mode: other_mode_claims(w.paper, [w.figure], rule_mode(_mode, w)),  # claims.smk
             code=stage_code("claims"),
         output:
             claims=_dir + "claims.json",

@@ -8,7 +8,8 @@ wins alone, fails when even every tie counted as a win cannot reach its count, a
 Only claims of equivalence (op "abs<=": "in line with") pass within their tolerance. Verdicts:
   pass          the wins reach what the claim needs;
   fail          losses make it unreachable;
-  inconclusive  it hinges on ties (or there was nothing to compare); also a check whose selection finds no rows in the table (NoRowsError: settings that do not produce
+  inconclusive  it hinges on ties (or there was nothing to compare); also a check whose selection finds no rows
+                in the table (NoRowsError: settings that do not produce
                 what the claim selects, e.g. a σ edited out of the grid), with a reason naming the claim, the
                 selection and the values the table holds, and cause `no-rows`; a malformed claim is a configuration
                 error before any job (the schema), and another ClaimSpecError (e.g. a selector column the table
@@ -36,7 +37,8 @@ and the configuration schema of a check is generated from it by `check_schema()`
                     values of one sign |ln(left/right)| ≤ ln(1 + rel_tol)), the largest of tol, tol_se and
                     rel_tol applying]
   eventually        some grid x0 has a win at every x ≥ x0 (reports the smallest); fails on a loss at the
-                    largest x, else inconclusive [match_on, at, factor, op "abs<=" with max_diff, tol_se, group_by: as compare]
+                    largest x, else inconclusive [match_on, at, factor, op "abs<=" with max_diff, tol_se,
+                    group_by: as compare]
   mean_relative_gap mean of (right − left)/right ≥ min [match_on, at]
   slope             min ≤ least-squares slope of log y against log x ≤ max (growth like x^slope), at least one
                     of min, max [group_by: each group separately]

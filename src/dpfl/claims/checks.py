@@ -23,7 +23,6 @@ from dpfl.claims.selection import (
     _py,
     _reduce_groups,
     _rel_tolerance,
-    _settle,
     _status,
     _tol_for,
     _tolerance,

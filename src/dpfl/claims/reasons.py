@@ -143,6 +143,10 @@ def _reason_compare(c, verdict, n, x_name):
         where += f" ({fig}: {what})"
     groups = n["groups"]
     gb = n.get("group_by", c.get("group_by", []))  # min_points without group_by: per match_on group
+    if verdict == "fail" and n.get("losses", 0) > n.get("max_losses", n.get("losses", 0)):  # "and a loss in none"
+        worst = min(groups.values(), key=lambda g: g["worst"]["margin"])["worst"]
+        return (f"{rel}{where}: {n['losses']} loss{'es' if n['losses'] != 1 else ''} (at most {n['max_losses']} "
+                f"allowed); worst {_point_text(worst, c, left, right, x_name, 'violation')}")
     if gb:
         unit = _groups_word(c, gb)
         shared = "min_group_share" in c or "min_groups" in c

@@ -116,12 +116,33 @@ def _short(v) -> str:
     return text if len(text) <= 24 else text[:21] + "…"
 
 
+def _difference_text(other_verdict: str | None, ablations: dict, authors_items) -> str | None:
+    """Why a default-mode verdict is a documented difference, from the runs that show it (docs/claims.md): the
+    one-switch ablations that pass the claim (their items named), or else the authors-code variant passing with all
+    its items together (the single switches built said not to move it, or not built). None without such a run."""
+    moving = [(m, a["items"]) for m, a in sorted(ablations.items()) if a["verdict"] == "pass"]
+    if moving:
+        return "one switch moves it: " + "; ".join(f"{' + '.join(items)} alone passes (ablation "
+                                                   f"{m.removeprefix('ablation-')})" for m, items in moving)
+    if other_verdict != "pass":
+        return None
+    items = " + ".join(authors_items) if authors_items else "its items"
+    text = f"only the combination moves it: the authors-code variant ({items} together) passes"
+    if ablations:
+        tried = ", ".join(f"{' + '.join(a['items'])} alone {a['verdict']}" for _, a in sorted(ablations.items()))
+        return f"{text}; the single switches built do not ({tried})"
+    return f"{text}; no single-switch ablation was built (`ablations: true` builds them)"
+
+
 def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mode: str = "none",
-             other_verdict: str | None = None, difference: str = "") -> tuple[str | None, str]:
+             other_verdict: str | None = None, difference: str = "", ablations: dict | None = None,
+             authors_items=()) -> tuple[str | None, str]:
     """(cause, short text) of a claim's verdict: None for a pass; for the others, in this order: `no-rows` (the claim
     is inconclusive because a selection found no rows: nothing was checked), `stand-in`
-    (synthetic data), `documented-difference` (in the default mode the authors-code variant of the same figure
-    passes the claim: `other_verdict`; `difference` names it, e.g. the claim's note), `paper-inconsistent` (the claim
+    (synthetic data), `documented-difference` (in the default mode a one-switch ablation passes the claim, named by
+    its items (`ablations`: {mode: {items, verdict}}), or the authors-code variant does (`other_verdict`), all its
+    items together (`authors_items`); `difference` adds the claim's note or the variant's why), `paper-inconsistent`
+    (the claim
     carries `paper_inconsistent`: the paper's own statements contradict each other here, so no run, at any scale,
     reproduces them all; before reduced-scale, which would wrongly suggest that the paper scale could),
     `reduced-scale` (this run's settings differ from the paper's: `reductions`; the text adds the `reduced_scale.why`
@@ -134,10 +155,11 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
         return "no-rows", CAUSES["no-rows"] + (f" ({_reductions_text(scale, reductions)})" if reductions else "")
     if verdict == "stand-in" or data_source == "standin":
         return "stand-in", CAUSES["stand-in"]
-    if mode == "none" and other_verdict == "pass":
-        text = "the authors-code variant passes this claim"
+    shown = _difference_text(other_verdict, ablations or {}, authors_items) if mode == "none" else None
+    if shown:
+        text = shown
         if difference:
-            text += f": {difference}"
+            text += f" ({difference})"
         if reductions:
             text += f" ({_reductions_text(scale, reductions)})"
         return "documented-difference", text

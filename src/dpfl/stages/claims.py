@@ -46,16 +46,19 @@ def _log_results(log, results: list[dict], where: str = "") -> None:
         (log.warning if r.get("no_rows") else log.info)("%s", line)
 
 
-def _other_verdicts(paths, part: str | None = None) -> dict:
-    """Claim id -> verdict in the authors-code variant (its claims file), when it was built; with `part`, the verdict
-    of that part of the claim (e.g. `without_standin`), where the variant has one."""
-    out = {}
+def _other_verdicts(paths, part: str | None = None) -> dict[str, dict[str, str]]:
+    """{mode: {claim id: verdict}} in the other variants built (their claims files: the authors-code variant, the
+    one-switch ablations); with `part`, the verdict of that part of the claim (e.g. `without_standin`), where the
+    variant has one."""
+    out: dict[str, dict[str, str]] = {}
     for path in paths or ():
-        for c in json.loads(Path(path).read_text())["claims"]:
+        data = json.loads(Path(path).read_text())
+        verdicts = out.setdefault(data["mode"], {})
+        for c in data["claims"]:
             if part is None:
-                out[c["id"]] = c["verdict"]
+                verdicts[c["id"]] = c["verdict"]
             elif c.get(part):
-                out[c["id"]] = c[part]["verdict"]
+                verdicts[c["id"]] = c[part]["verdict"]
     return out
 
 
@@ -72,12 +75,17 @@ def _evaluate(df: pd.DataFrame, claims: list, sidecars: list[dict], context: dic
     x_name = context.get("x_name") or claims_mod.x_name_of(df)
     results = claims_mod.evaluate(df, claims, data_source, x_name)
     for r in results:
-        other_verdict = other.get(r["id"])
+        other_verdict = other.get("authors-code", {}).get(r["id"])
+        ablations = {m: {"items": list(context.get("ablations", {}).get(m, [])), "verdict": v[r["id"]]}
+                     for m, v in other.items() if m.startswith("ablation-") and r["id"] in v}
         r["cause"], r["cause_text"] = claims_mod.cause_of(
             r, data_source=data_source, scale=scale, reductions=reductions, mode=mode, other_verdict=other_verdict,
-            difference=r.get("note") or context.get("difference", ""))
+            difference=r.get("note") or context.get("difference", ""), ablations=ablations,
+            authors_items=context.get("authors_items", []))
         if other_verdict is not None:
             r["other_mode"] = {"mode": "authors-code", "verdict": other_verdict}
+        if ablations:  # the one-switch ablations' verdicts, the evidence of a documented difference
+            r["ablations"] = ablations
     return {"mode": mode, "data_source": data_source, "scale": scale, "reductions": reductions, "x_name": x_name,
             "claims": results}
 
@@ -111,7 +119,8 @@ def concat_tables(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 #: what a claim's part over the figures without stand-in data keeps of its evaluation
-_PART_KEYS = ("verdict", "verdict_on_data", "reason", "cause", "cause_text", "checks", "no_rows", "other_mode")
+_PART_KEYS = ("verdict", "verdict_on_data", "reason", "cause", "cause_text", "checks", "no_rows", "other_mode",
+              "ablations")
 
 
 def _without_standin(tables: dict[str, pd.DataFrame], sidecars: dict[str, dict], spec: dict, context: dict,
@@ -145,7 +154,7 @@ def run_paper_claims(paper: str, claim: dict, csv_paths: list[str], sidecar_path
         tables = {f: tidy.read(p) for f, p in zip(figures, csv_paths)}
         sidecars = [json.loads(Path(p).read_text()) for p in sidecar_paths]
         modes = {s["mode"] for s in sidecars}
-        mode = "authors-code" if "authors-code" in modes else "none"
+        mode = next((m for m in modes if m != "none"), "none")  # a variant's claim reads its figures' variants
         spec = {k: v for k, v in claim.items() if k != "figures"}
         out = _evaluate(concat_tables(tables), [spec], sidecars, context or {}, _other_verdicts(other_paths), mode)
         part = _without_standin(tables, dict(zip(figures, sidecars)), spec, context or {}, other_paths, mode)
