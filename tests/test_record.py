@@ -376,7 +376,7 @@ def test_the_summary_counts_figures_apart_from_their_authors_code_variants(proje
                         ignore=shutil.ignore_patterns("authors-code"))
     record.build(root, results, None, ["lowy2023"], "python -m dpfl record")
     summary = (root / paths.RECORD_DIR / "README.md").read_text().splitlines()
-    head = next(line for line in summary if line.startswith("| paper |"))
+    head = next(line for line in summary if line.startswith("| paper | last recorded |"))
     row = next(line for line in summary if line.startswith("| [lowy2023]"))
     cells = dict(zip([c.strip() for c in head.split("|")], [c.strip() for c in row.split("|")]))
     n_figures = sum(p == "lowy2023" for p, _ in FIGURES)
@@ -506,3 +506,19 @@ def test_the_summary_has_one_row_per_paper_claim_and_the_sanity_checks_apart():
         assert sanity_part.count(f"| {paper} | {cid} |") == 1 and f"| {paper} | {cid} |" not in claims_part, cid
     total = next(line for line in shares.splitlines() if line.startswith("| all |"))
     assert total.split("|")[2].strip() == str(len(paper_ids))
+
+
+def test_the_summary_opens_with_the_findings_and_the_record_keeps_no_mirror_path(project, monkeypatch, tmp_path):
+    """findings.md (written by hand beside the record) opens the summary page; a stand-in's reason names the data
+    mirror as $DPFL_DATA_MIRROR, not the build machine's path."""
+    root, results = project
+    out = root / paths.RECORD_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    (out / record.FINDINGS).write_text("## Findings\n\n1. A finding with its evidence.\n")
+    record.build(root, results, None, ["lowy2023"], "python -m dpfl record")
+    summary = (out / "README.md").read_text()
+    assert summary.index("## Findings") < summary.index("## The claims") < summary.index("## Builds per paper")
+    mirror = tmp_path / "mirror"
+    monkeypatch.setenv("DPFL_DATA_MIRROR", str(mirror))
+    assert record.portable(f"the mirror {mirror} has no creditcard/ folder") == (
+        "the mirror $DPFL_DATA_MIRROR has no creditcard/ folder")
