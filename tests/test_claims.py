@@ -1341,3 +1341,14 @@ def test_a_documented_difference_names_the_items_whose_one_switch_ablation_moves
     q7 = {"ablation-q7": {"items": ["Q7"], "verdict": "pass"}}
     assert claims.cause_of(fail, **kw, other_verdict="fail", ablations=q7)[0] == "documented-difference"
     assert claims.cause_of(fail, **kw, other_verdict="fail", ablations=abl)[0] == "not-reproduced"
+
+
+def test_a_paper_inconsistency_names_its_runs_and_needs_them_to_show_it():
+    fail = {"verdict": "fail", "paper_inconsistent": "the sentence needs d = 20"}
+    kw = {"data_source": "synthetic", "scale": "paper", "reductions": {}}
+    shows = {"ablation-d20": {"items": ["d = 20"], "verdict": "pass"}}
+    cause, text = claims.cause_of(fail, **kw, evidence=shows)
+    assert cause == "paper-inconsistent" and "the d20 run (d = 20): pass" in text
+    cause, text = claims.cause_of(fail, **kw, evidence={"ablation-d20": {"items": ["d = 20"], "verdict": "fail"}})
+    assert cause == "not-reproduced" and "do not show" in text and "d20: fail" in text
+    assert claims.cause_of(fail, **kw)[0] == "paper-inconsistent"  # no run built: the stated reason alone

@@ -300,8 +300,14 @@ class ProjectConfig:
         return deep_merge(spec.get("params", {}), variant_overlay(spec, mode, f"config/papers/{paper}.yaml"))
 
     def ablations(self, paper: str, figure: str) -> dict[str, list[str]]:
-        """A figure's one-switch ablations: name -> the difference items it switches."""
-        return dict(self.figure(paper, figure).get("ablations") or {})
+        """A figure's variants of `ablations:`: name -> the difference items it switches, or for an evidence
+        variant (a setting changed alone, not an item of the authors' code) [its why]."""
+        return {name: ([v["why"]] if isinstance(v, dict) else list(v))
+                for name, v in (self.figure(paper, figure).get("ablations") or {}).items()}
+
+    def evidence_variants(self, paper: str, figure: str) -> set[str]:
+        """The names of the figure's evidence variants (not one-switch ablations of the authors' items)."""
+        return {name for name, v in (self.figure(paper, figure).get("ablations") or {}).items() if isinstance(v, dict)}
 
     def paper_settings(self, paper: str) -> dict:
         """Paper-level settings that shape results (e.g. lowy2023's noise_calibration)."""
@@ -431,8 +437,11 @@ def variant_overlay(spec: dict, mode: str, where: str = "") -> dict:
     if not mode.startswith("ablation-") or name not in (spec.get("ablations") or {}):
         known = ", ".join(sorted(spec.get("ablations") or {})) or "none"
         raise ConfigError(f"{where}: no variant {mode!r}; its ablations: {known}")
+    chosen = spec["ablations"][name]
+    if isinstance(chosen, dict):  # an evidence variant: a setting changed alone, not an item of the authors' code
+        return chosen["params"]
     out: dict = {}
-    for item in spec["ablations"][name]:
+    for item in chosen:
         out = deep_merge(out, code.get("items", {})[item])
     return out
 
@@ -453,7 +462,7 @@ def _validate_variants(paper_cfg: dict, figure: str, schema_path: Path, source: 
             raise ConfigError(f"invalid configuration in {where}.authors_code: its items ({', '.join(items)}) merged "
                               f"together give {merged}, not its params {code.get('params', {})}")
     for name, chosen in (spec.get("ablations") or {}).items():
-        unknown = [i for i in chosen if i not in items]
+        unknown = [] if isinstance(chosen, dict) else [i for i in chosen if i not in items]
         if unknown:
             raise ConfigError(f"invalid configuration in {where}.ablations.{name}: unknown item(s) {unknown}; "
                               f"authors_code.items has: {', '.join(items) or 'none'}")

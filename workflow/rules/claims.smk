@@ -27,7 +27,10 @@ def claims_context(paper, figures):
         "difference": first.get("authors_code", {}).get("why", ""),
         # the difference items of the authors-code variant and of each one-switch ablation, to name a cause
         "authors_items": list((first.get("authors_code", {}).get("items") or {})),
-        "ablations": {paths.ablation_mode(n): items for n, items in (first.get("ablations") or {}).items()},
+        "ablations": {paths.ablation_mode(n): items for n, items in CFG.ablations(paper, figures[0]).items()
+                      if n not in CFG.evidence_variants(paper, figures[0])},
+        "evidence": {paths.ablation_mode(n): items for n, items in CFG.ablations(paper, figures[0]).items()
+                     if n in CFG.evidence_variants(paper, figures[0])},
     }
 
 

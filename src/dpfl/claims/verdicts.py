@@ -136,13 +136,13 @@ def _difference_text(other_verdict: str | None, ablations: dict, authors_items) 
 
 def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mode: str = "none",
              other_verdict: str | None = None, difference: str = "", ablations: dict | None = None,
-             authors_items=()) -> tuple[str | None, str]:
+             authors_items=(), evidence: dict | None = None) -> tuple[str | None, str]:
     """(cause, short text) of a claim's verdict: None for a pass; for the others, in this order: `no-rows` (the claim
     is inconclusive because a selection found no rows: nothing was checked), `stand-in`
     (synthetic data), `documented-difference` (in the default mode a one-switch ablation passes the claim, named by
     its items (`ablations`: {mode: {items, verdict}}), or the authors-code variant does (`other_verdict`), all its
     items together (`authors_items`); `difference` adds the claim's note or the variant's why), `paper-inconsistent`
-    (the claim
+    (with the verdicts of the evidence variants that show it, `evidence`: {mode: {items, verdict}}) (the claim
     carries `paper_inconsistent`: the paper's own statements contradict each other here, so no run, at any scale,
     reproduces them all; before reduced-scale, which would wrongly suggest that the paper scale could),
     `reduced-scale` (this run's settings differ from the paper's: `reductions`; the text adds the `reduced_scale.why`
@@ -163,8 +163,17 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
         if reductions:
             text += f" ({_reductions_text(scale, reductions)})"
         return "documented-difference", text
+    shown_by_runs = not evidence or any(a["verdict"] == "pass" for a in evidence.values())
+    if result.get("paper_inconsistent") and not shown_by_runs:  # its evidence runs were built and do not show it
+        text = "not reproduced; the evidence runs do not show the paper's inconsistency (" + "; ".join(
+            f"{m.removeprefix('ablation-')}: {a['verdict']}" for m, a in sorted(evidence.items())) + ")"
+        if reductions:
+            return "reduced-scale", f"{_reductions_text(scale, reductions)}; {text}"
+        return "not-reproduced", text
     if result.get("paper_inconsistent"):
-        return "paper-inconsistent", (f"the paper contradicts itself here: {result['paper_inconsistent']}"
+        runs = "".join(f"; the {m.removeprefix('ablation-')} run ({', '.join(a['items'])}): {a['verdict']}"
+                       for m, a in sorted((evidence or {}).items()))
+        return "paper-inconsistent", (f"the paper contradicts itself here: {result['paper_inconsistent']}{runs}"
                                       + (f" ({_reductions_text(scale, reductions)})" if reductions else ""))
     if reductions:
         why = "".join(f"; {w}" for w in _scale_whys(result, reductions))

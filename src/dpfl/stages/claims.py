@@ -76,16 +76,17 @@ def _evaluate(df: pd.DataFrame, claims: list, sidecars: list[dict], context: dic
     results = claims_mod.evaluate(df, claims, data_source, x_name)
     for r in results:
         other_verdict = other.get("authors-code", {}).get(r["id"])
-        ablations = {m: {"items": list(context.get("ablations", {}).get(m, [])), "verdict": v[r["id"]]}
-                     for m, v in other.items() if m.startswith("ablation-") and r["id"] in v}
+        runs = {kind: {m: {"items": list(context.get(kind, {})[m]), "verdict": v[r["id"]]}
+                       for m, v in other.items() if m in context.get(kind, {}) and r["id"] in v}
+                for kind in ("ablations", "evidence")}
         r["cause"], r["cause_text"] = claims_mod.cause_of(
             r, data_source=data_source, scale=scale, reductions=reductions, mode=mode, other_verdict=other_verdict,
-            difference=r.get("note") or context.get("difference", ""), ablations=ablations,
-            authors_items=context.get("authors_items", []))
+            difference=r.get("note") or context.get("difference", ""), ablations=runs["ablations"],
+            authors_items=context.get("authors_items", []), evidence=runs["evidence"])
         if other_verdict is not None:
             r["other_mode"] = {"mode": "authors-code", "verdict": other_verdict}
-        if ablations:  # the one-switch ablations' verdicts, the evidence of a documented difference
-            r["ablations"] = ablations
+        if runs["ablations"] or runs["evidence"]:  # the variants' verdicts: the evidence behind a cause
+            r["ablations"] = {**runs["ablations"], **runs["evidence"]}
     return {"mode": mode, "data_source": data_source, "scale": scale, "reductions": reductions, "x_name": x_name,
             "claims": results}
 
