@@ -18,11 +18,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 # The jobs worth a cluster node: arrays of a dataset, configured allocations, training/experiment cells.
-COMPUTE_RULES = {"prepare", "allocate", "figure_cell_none", "figure_cell_authors_code"}
+COMPUTE_RULES = {"prepare", "allocate", "figure_cell_none", "figure_cell_authors_code", "figure_cell_ablation"}
 # Seconds of work, or the network: run where Snakemake runs (localrules), never submitted.
 LIGHT_RULES = {"download", "figure_table_none", "figure_table_authors_code", "figure_plot_none",
                "figure_plot_authors_code", "figure_claims_none", "figure_claims_authors_code", "paper_claims_none",
-               "paper_claims_authors_code", "report", "unknown_dataset"}
+               "paper_claims_authors_code", "report", "unknown_dataset", "figure_table_ablation", "figure_plot_ablation",
+               "figure_claims_ablation", "paper_claims_ablation"}
 
 _PROBE = r"""
 import json, sys
