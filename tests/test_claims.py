@@ -1340,7 +1340,9 @@ def test_a_documented_difference_names_the_items_whose_one_switch_ablation_moves
     # an ablation that passes is evidence even when the whole authors-code variant fails
     q7 = {"ablation-q7": {"items": ["Q7"], "verdict": "pass"}}
     assert claims.cause_of(fail, **kw, other_verdict="fail", ablations=q7)[0] == "documented-difference"
-    assert claims.cause_of(fail, **kw, other_verdict="fail", ablations=abl)[0] == "not-reproduced"
+    cause, text = claims.cause_of(fail, **kw, other_verdict="fail", ablations=abl)
+    assert cause == "not-reproduced" and "tried: Q7 alone fail; Q8 alone fail; the authors-code variant: fail" in text
+    assert "not yet investigated" in claims.cause_of(fail, **kw)[1]
 
 
 def test_a_paper_inconsistency_names_its_runs_and_needs_them_to_show_it():

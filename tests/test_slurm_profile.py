@@ -22,8 +22,8 @@ COMPUTE_RULES = {"prepare", "allocate", "figure_cell_none", "figure_cell_authors
 # Seconds of work, or the network: run where Snakemake runs (localrules), never submitted.
 LIGHT_RULES = {"download", "figure_table_none", "figure_table_authors_code", "figure_plot_none",
                "figure_plot_authors_code", "figure_claims_none", "figure_claims_authors_code", "paper_claims_none",
-               "paper_claims_authors_code", "report", "unknown_dataset", "figure_table_ablation", "figure_plot_ablation",
-               "figure_claims_ablation", "paper_claims_ablation"}
+               "paper_claims_authors_code", "report", "unknown_dataset", "figure_table_ablation",
+               "figure_plot_ablation", "figure_claims_ablation", "paper_claims_ablation"}
 
 _PROBE = r"""
 import json, sys
