@@ -626,3 +626,16 @@ def test_a_claim_over_several_figures_is_evaluated_over_the_built_ones_and_names
     assert data["figures"] == ["fig2"] and data["figures_not_built"] == ["fig1", "fig3"]
     c = data["claims"][0]
     assert c["verdict"] == "pass" and c["reason"].startswith("over fig2 (not built: fig1, fig3): ")
+
+
+def test_a_check_on_a_figure_not_built_is_left_out_of_a_claim_over_the_built_ones(tmp_path):
+    """kato2024's C-K4b has a check on Fig 5 alone (GROUP-2 at U = 100): over Figs 6-7 it is left out, not a
+    no-rows inconclusive."""
+    fig2 = write_figure(tmp_path, "fig2", "none", table("fig2", [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]), [])
+    out = tmp_path / f"results/{PAPER}/claims-C-D7.json"
+    check = C_D7["checks"][0]
+    spec = {**C_D7, "figures": ["fig1", "fig2"], "checks": [check, {**check, "select": {"figure": "fig1"}}]}
+    run_paper_claims(PAPER, spec, [str(tmp_path / fig2["dir"] / "fig2.csv")],
+                     [str(tmp_path / fig2["dir"] / "fig2.json")], str(out), None, {"x_name": "ε"}, built=["fig2"])
+    c = json.loads(out.read_text())["claims"][0]
+    assert c["verdict"] == "pass" and len(c["checks"]) == 1 and "left out" in c["note"]

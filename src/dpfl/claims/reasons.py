@@ -143,6 +143,8 @@ def _reason_compare(c, verdict, n, x_name):
         where += f" ({fig}: {what})"
     groups = n["groups"]
     gb = n.get("group_by", c.get("group_by", []))  # min_points without group_by: per match_on group
+    if c.get("min_points") == 0 and "max_losses" in n and verdict == "pass":  # only "no loss" is claimed
+        return f"{rel}{where}: no point where the other side is better beyond the tolerance ({n['losses']} losses)"
     if verdict == "fail" and n.get("losses", 0) > n.get("max_losses", n.get("losses", 0)):  # "and a loss in none"
         worst = min(groups.values(), key=lambda g: g["worst"]["margin"])["worst"]
         return (f"{rel}{where}: {n['losses']} loss{'es' if n['losses'] != 1 else ''} (at most {n['max_losses']} "
