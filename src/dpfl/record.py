@@ -732,7 +732,12 @@ def _claims_overview(record: dict) -> list[str]:
                                              if c["id"] == spec["id"] and c["mode"] == "none"
                                              and c.get("quick_verdict")))
             words = f"“{spec['quote']}” ({spec['place']})" if spec.get("quote") else spec["claim"]
-            line = (f"| {spec['id']} | {_cell(words)} | {', '.join(spec['figures'])} | {_cell(data)} | **{text}** | "
+            figures = ", ".join(spec["figures"])
+            not_built = sorted({f for _, c in found["none"] for f in c.get("figures_not_built", [])})
+            if not_built:  # a claim over several figures, evaluated over those built
+                figures = (", ".join(f for f in spec["figures"] if f not in not_built)
+                           + f" (not built: {', '.join(not_built)})")
+            line = (f"| {spec['id']} | {_cell(words)} | {figures} | {_cell(data)} | **{text}** | "
                     f"{_cell(authors if found['authors-code'] else '–')} | {_cell(ablations)} | {_cell(causes)} | "
                     f"{_cell(quick or '–')} |")
             if spec["sanity"]:
