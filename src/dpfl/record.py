@@ -756,7 +756,9 @@ def _claims_overview(record: dict) -> list[str]:
            head, "|---" * 10 + "|", *rows, "",
            "### Sanity checks (not paper claims)", "", head, "|---" * 10 + "|", *sanity_rows, "",
            "### Shares over the paper's claims", "",
-           "| paper | claims | " + " | ".join(PAPER_VERDICTS) + " | on real data: pass / fail / inconclusive |",
+           "| paper | claims | " + " | ".join(PAPER_VERDICTS)
+           + " | on data that is not a stand-in (real, the paper's synthetic task, analytic): "
+             "pass / fail / inconclusive |",
            "|---|---|" + "---|" * len(PAPER_VERDICTS) + "---|"]
     total = {"all": Counter(), "real": Counter()}
     for paper, count in shares.items():
