@@ -20,6 +20,7 @@ of that checkout's `git diff HEAD`; the committed record takes paper-scale build
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import io
 import json
@@ -659,12 +660,18 @@ def _summary_page(record: dict, findings: str = "") -> str:
 PAPER_VERDICTS = ("pass", "fail", "inconclusive", "stand-in", "no verdict")
 
 
+@functools.lru_cache(maxsize=1)
+def _paper_scale_papers(root: Path) -> dict:
+    """The papers' configuration at paper scale (loaded once per process: every page written reads it)."""
+    from dpfl.config import load
+
+    return load(root, {"scale": "paper"}).papers
+
+
 def _claim_list(paper: str) -> list[dict]:
     """The paper's claims as configured (paper scale), one per distinct id in file order: id, the paper's words and
     place, sanity, and the figures it is checked on."""
-    from dpfl.config import load
-
-    spec = load(codedeps.SRC.parent, {"scale": "paper"}).papers[paper]
+    spec = _paper_scale_papers(codedeps.SRC.parent)[paper]
     out: dict[str, dict] = {}
     for figure, fig in spec["figures"].items():
         for c in fig.get("claims", []):
