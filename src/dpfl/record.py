@@ -675,11 +675,11 @@ def _claim_list(paper: str) -> list[dict]:
     out: dict[str, dict] = {}
     for figure, fig in spec["figures"].items():
         for c in fig.get("claims", []):
-            row = out.setdefault(c["id"], {**{k: c.get(k) for k in ("id", "claim", "quote", "place")},
+            row = out.setdefault(c["id"], {**{k: c.get(k) for k in ("id", "claim", "quote", "place", "verbatim")},
                                            "sanity": bool(c.get("sanity")), "figures": []})
             row["figures"].append(figure)
     for c in spec.get("claims", []):
-        out.setdefault(c["id"], {**{k: c.get(k) for k in ("id", "claim", "quote", "place")},
+        out.setdefault(c["id"], {**{k: c.get(k) for k in ("id", "claim", "quote", "place", "verbatim")},
                                  "sanity": bool(c.get("sanity")), "figures": list(c["figures"])})
     return list(out.values())
 
@@ -738,7 +738,12 @@ def _claims_overview(record: dict) -> list[str]:
             quick += "; ".join(dict.fromkeys(str(c.get("quick_verdict")) for c in part["paper_claims"]
                                              if c["id"] == spec["id"] and c["mode"] == "none"
                                              and c.get("quick_verdict")))
-            words = f"“{spec['quote']}” ({spec['place']})" if spec.get("quote") else spec["claim"]
+            if not spec.get("quote"):
+                words = spec["claim"]
+            elif spec.get("verbatim") is False:  # a sanity check's property, in the project's words: no quote marks
+                words = f"{spec['quote']} ({spec['place']}; the project's words)"
+            else:
+                words = f"“{spec['quote']}” ({spec['place']})"
             figures = ", ".join(spec["figures"])
             not_built = sorted({f for _, c in found["none"] for f in c.get("figures_not_built", [])})
             if not_built:  # a claim over several figures, evaluated over those built
