@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator, validators
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from dpfl import paths
 from dpfl.io import resolve
 from dpfl.papers import ALLOCATION_KINDS, FIGURES, PAPERS, REGISTRY
 
@@ -433,8 +434,8 @@ def variant_overlay(spec: dict, mode: str, where: str = "") -> dict:
     code = spec.get("authors_code", {})
     if mode == "authors-code":
         return code.get("params", {})
-    name = mode.removeprefix("ablation-")
-    if not mode.startswith("ablation-") or name not in (spec.get("ablations") or {}):
+    name = paths.ablation_name(mode)
+    if name is None or name not in (spec.get("ablations") or {}):
         known = ", ".join(sorted(spec.get("ablations") or {})) or "none"
         raise ConfigError(f"{where}: no variant {mode!r}; its ablations: {known}")
     chosen = spec["ablations"][name]
@@ -467,7 +468,8 @@ def _validate_variants(paper_cfg: dict, figure: str, schema_path: Path, source: 
             raise ConfigError(f"invalid configuration in {where}.ablations.{name}: unknown item(s) {unknown}; "
                               f"authors_code.items has: {', '.join(items) or 'none'}")
         trial = copy.deepcopy(paper_cfg)
-        trial["figures"][figure]["params"] = deep_merge(spec["params"], variant_overlay(spec, f"ablation-{name}"))
+        overlay = variant_overlay(spec, paths.ablation_mode(name))
+        trial["figures"][figure]["params"] = deep_merge(spec["params"], overlay)
         validate(trial, schema_path, f"{source} (figures.{figure}.ablations.{name} merged into params)",
                  set_default=False)
 

@@ -733,11 +733,11 @@ def _claims_overview(record: dict) -> list[str]:
                 c["cause"] + (f": {c.get('cause_text')}" if c.get("cause_text")
                               and c["cause"] in ("documented-difference", "paper-inconsistent") else "")
                 for _, c in found["none"] if c.get("cause"))) or "–"
-            quick = "; ".join(dict.fromkeys(str(q["verdict"]) for e in built if e["mode"] == "none"
-                                            for q in e.get("quick_verdicts", []) if q["id"] == spec["id"]))
-            quick += "; ".join(dict.fromkeys(str(c.get("quick_verdict")) for c in part["paper_claims"]
-                                             if c["id"] == spec["id"] and c["mode"] == "none"
-                                             and c.get("quick_verdict")))
+            quick = "; ".join(dict.fromkeys(
+                [str(q["verdict"]) for e in built if e["mode"] == "none"
+                 for q in e.get("quick_verdicts", []) if q["id"] == spec["id"]]
+                + [str(c["quick_verdict"]) for c in part["paper_claims"]
+                   if c["id"] == spec["id"] and c["mode"] == "none" and c.get("quick_verdict")]))
             if not spec.get("quote"):
                 words = spec["claim"]
             elif spec.get("verbatim") is False:  # a sanity check's property, in the project's words: no quote marks

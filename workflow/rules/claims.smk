@@ -22,15 +22,15 @@ def claims_context(paper, figures):
     difference the authors-code variant implements. (Whether a run is reduced is in each figure's sidecar:
     `reductions`, decided once by figures.smk's _reductions and recorded by the table stage.)"""
     first = CFG.figure(paper, figures[0])
+    variants = {paths.ablation_mode(n): items for n, items in CFG.ablations(paper, figures[0]).items()}
+    evidence = {paths.ablation_mode(n) for n in CFG.evidence_variants(paper, figures[0])}
     return {
         "x_name": first.get("claims_x"),
         "difference": first.get("authors_code", {}).get("why", ""),
         # the difference items of the authors-code variant and of each one-switch ablation, to name a cause
         "authors_items": list((first.get("authors_code", {}).get("items") or {})),
-        "ablations": {paths.ablation_mode(n): items for n, items in CFG.ablations(paper, figures[0]).items()
-                      if n not in CFG.evidence_variants(paper, figures[0])},
-        "evidence": {paths.ablation_mode(n): items for n, items in CFG.ablations(paper, figures[0]).items()
-                     if n in CFG.evidence_variants(paper, figures[0])},
+        "ablations": {m: items for m, items in variants.items() if m not in evidence},
+        "evidence": {m: items for m, items in variants.items() if m in evidence},
     }
 
 

@@ -126,11 +126,10 @@ def count_verdict(wins: int, ties: int, needed: int) -> str:
     return "inconclusive" if wins + ties >= needed else "fail"
 
 
-def _verdict(violations: int, within_tol: int, points: int | None = None) -> str:
-    """"At every point": count_verdict with every point needed, from the losses and the ties."""
-    if points is None:  # only the counts of losses and ties are known: every point is needed
-        return "fail" if violations else ("inconclusive" if within_tol else "pass")
-    return count_verdict(points - violations - within_tol, within_tol, points)
+def _verdict(violations: int, within_tol: int) -> str:
+    """"At every point" (count_verdict with every point needed): any loss fails, a tie without a loss is
+    inconclusive."""
+    return "fail" if violations else ("inconclusive" if within_tol else "pass")
 
 
 def _tol_for(c) -> bool:
@@ -138,14 +137,6 @@ def _tol_for(c) -> bool:
     spec states with its tolerance): a step within the tolerance satisfies it. Every "better than" comparison
     counts a point within the tolerance as a tie (count_verdict), never for the claim."""
     return c.get("tol_counts", "inconclusive") == "for"
-
-
-def _settle(ok, near, c):
-    """(ok, near) after `tol_counts`: with `for`, points within the tolerance count as satisfied."""
-    ok, near = np.asarray(ok, bool), np.asarray(near, bool)
-    if _tol_for(c):
-        return ok | near, np.zeros_like(near)
-    return ok, near
 
 
 def _label(d: pd.DataFrame, selector: dict | None = None) -> str:
