@@ -1160,7 +1160,8 @@ def test_paper_inconsistent_cause_and_its_precedence():
     failing = {"kind": "compare", "left": {"curve": "A"}, "right": {"curve": "B"}, "op": "<"}
     out = evaluate_claim(df, claim(failing, paper_inconsistent=why), "real")
     assert out["verdict"] == "fail" and out["paper_inconsistent"] == why
-    kw = {"data_source": "real", "scale": "paper", "reductions": {}}
+    shows = {"ablation-d20": {"items": ["d = 20"], "verdict": "pass"}}
+    kw = {"data_source": "real", "scale": "paper", "reductions": {}, "evidence": shows}
     cause, text = claims.cause_of(out, **kw)
     assert cause == "paper-inconsistent" and why in text and "contradicts itself" in text
     cause, text = claims.cause_of(out, **{**kw, "scale": "quick", "reductions": {"trials": [20, 3]}})
@@ -1174,6 +1175,7 @@ def test_paper_inconsistent_cause_and_its_precedence():
     assert passing["verdict"] == "pass" and claims.cause_of(passing, **kw) == (None, "")
     assert "paper_inconsistent" not in evaluate_claim(df, claim(failing), "real")
     assert claims.cause_of(evaluate_claim(df, claim(failing), "real"), **kw)[0] == "not-reproduced"
+    assert claims.cause_of(out, **{**kw, "evidence": None})[0] == "not-reproduced"  # not shown by a run
     assert "paper-inconsistent" in claims.CAUSES
 
 
@@ -1353,4 +1355,8 @@ def test_a_paper_inconsistency_names_its_runs_and_needs_them_to_show_it():
     assert cause == "paper-inconsistent" and "the d20 run (d = 20): pass" in text
     cause, text = claims.cause_of(fail, **kw, evidence={"ablation-d20": {"items": ["d = 20"], "verdict": "fail"}})
     assert cause == "not-reproduced" and "do not show" in text and "d20: fail" in text
-    assert claims.cause_of(fail, **kw)[0] == "paper-inconsistent"  # no run built: the stated reason alone
+    # no evidence run built: the stated reason alone is not evidence (docs/claims.md)
+    cause, text = claims.cause_of(fail, **kw)
+    assert cause == "not-reproduced" and "is not shown" in text and "were not built" in text
+    cause, text = claims.cause_of(fail, **{**kw, "scale": "quick", "reductions": {"trials": [20, 3]}})
+    assert cause == "reduced-scale" and "is not shown" in text

@@ -12,6 +12,7 @@ import pandas as pd
 from dpfl.claims.checks import CHECKS
 from dpfl.claims.reasons import check_reason, claim_reason, fmt_cfg, no_rows_reason
 from dpfl.claims.selection import SEVERITY, ClaimSpecError, NoRowsError, describe_no_rows
+from dpfl.paths import ablation_name
 
 # --------------------------------------------------------------------------------------------------
 # verdicts
@@ -123,7 +124,7 @@ def _difference_text(other_verdict: str | None, ablations: dict, authors_items) 
     moving = [(m, a["items"]) for m, a in sorted(ablations.items()) if a["verdict"] == "pass"]
     if moving:
         return "one switch moves it: " + "; ".join(f"{' + '.join(items)} alone passes (ablation "
-                                                   f"{m.removeprefix('ablation-')})" for m, items in moving)
+                                                   f"{ablation_name(m)})" for m, items in moving)
     if other_verdict != "pass":
         return None
     items = " + ".join(authors_items) if authors_items else "its items"
@@ -142,9 +143,10 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
     (synthetic data), `documented-difference` (in the default mode a one-switch ablation passes the claim, named by
     its items (`ablations`: {mode: {items, verdict}}), or the authors-code variant does (`other_verdict`), all its
     items together (`authors_items`); `difference` adds the claim's note or the variant's why), `paper-inconsistent`
-    (with the verdicts of the evidence variants that show it, `evidence`: {mode: {items, verdict}}) (the claim
-    carries `paper_inconsistent`: the paper's own statements contradict each other here, so no run, at any scale,
-    reproduces them all; before reduced-scale, which would wrongly suggest that the paper scale could),
+    (the claim carries `paper_inconsistent`: the paper's own statements contradict each other here, so no run, at
+    any scale, reproduces them all; given only when an evidence variant built beside it passes the claim, `evidence`:
+    {mode: {items, verdict}}, all of which the text names; with none built or none passing, `not-reproduced` says
+    so; before reduced-scale, which would wrongly suggest that the paper scale could),
     `reduced-scale` (this run's settings differ from the paper's: `reductions`; the text adds the `reduced_scale.why`
     of the checks that decided it, e.g. a scale that cuts one method family's epochs and so its ε), else
     `not-reproduced` (a genuine finding at paper scale on real data)."""
@@ -163,18 +165,22 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
         if reductions:
             text += f" ({_reductions_text(scale, reductions)})"
         return "documented-difference", text
-    shown_by_runs = not evidence or any(a["verdict"] == "pass" for a in evidence.values())
-    if result.get("paper_inconsistent") and not shown_by_runs:  # its evidence runs were built and do not show it
-        text = "not reproduced; the evidence runs do not show the paper's inconsistency (" + "; ".join(
-            f"{m.removeprefix('ablation-')}: {a['verdict']}" for m, a in sorted(evidence.items())) + ")"
+    if result.get("paper_inconsistent"):  # docs/claims.md: shown by an evidence run that passes, never asserted
+        shown_by = {m: a for m, a in (evidence or {}).items() if a["verdict"] == "pass"}
+        if shown_by:
+            runs = "".join(f"; the {ablation_name(m)} run ({', '.join(a['items'])}): {a['verdict']}"
+                           for m, a in sorted(evidence.items()))
+            return "paper-inconsistent", (f"the paper contradicts itself here: {result['paper_inconsistent']}{runs}"
+                                          + (f" ({_reductions_text(scale, reductions)})" if reductions else ""))
+        if evidence:
+            text = "not reproduced; the evidence runs do not show the paper's inconsistency (" + "; ".join(
+                f"{ablation_name(m)}: {a['verdict']}" for m, a in sorted(evidence.items())) + ")"
+        else:
+            text = (f"not reproduced; the paper's inconsistency ({result['paper_inconsistent']}) is not shown: its "
+                    "evidence runs were not built (`ablations: true` builds them)")
         if reductions:
             return "reduced-scale", f"{_reductions_text(scale, reductions)}; {text}"
         return "not-reproduced", text
-    if result.get("paper_inconsistent"):
-        runs = "".join(f"; the {m.removeprefix('ablation-')} run ({', '.join(a['items'])}): {a['verdict']}"
-                       for m, a in sorted((evidence or {}).items()))
-        return "paper-inconsistent", (f"the paper contradicts itself here: {result['paper_inconsistent']}{runs}"
-                                      + (f" ({_reductions_text(scale, reductions)})" if reductions else ""))
     if reductions:
         why = "".join(f"; {w}" for w in _scale_whys(result, reductions))
         return "reduced-scale", (f"{_reductions_text(scale, reductions)}; a reduced-scale verdict is not the "
