@@ -11,6 +11,7 @@
                           [--allow-dirty]
                                            the reproduction record (docs/reproduction/) from a built results/
   python -m dpfl record --check            the record's entries whose settings or code changed since
+  python -m dpfl claims-doc [--check]      the Claims section of docs/papers/<paper>.md, from the configuration
 """
 
 from __future__ import annotations
@@ -113,6 +114,28 @@ def cmd_record(args) -> int:
     return 0
 
 
+def cmd_claims_doc(args) -> int:
+    from dpfl import claim_pages
+    from dpfl.papers import PAPERS
+
+    root = _project_root()
+    papers = args.papers or sorted(PAPERS)
+    unknown = sorted(set(papers) - set(PAPERS))
+    if unknown:
+        print(f"dpfl claims-doc: error: unknown paper(s) {', '.join(unknown)} (known: {', '.join(sorted(PAPERS))})",
+              file=sys.stderr)
+        return 2
+    if args.check:
+        differ = claim_pages.check(root, papers)
+        for line in differ:
+            print(line)
+        print(f"{len(differ)} page{'' if len(differ) == 1 else 's'} to regenerate")
+        return 1 if differ else 0
+    for page in claim_pages.write(root, papers):
+        print(f"rewrote {page.relative_to(root)}")
+    return 0
+
+
 def _bounded(kind, name: str, low=None, high=None, low_open: bool = False, high_open: bool = False):
     """An argparse type that parses `kind` and checks the bounds, with a one-line message instead of a traceback."""
     def parse(text: str):
@@ -190,6 +213,11 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true", help="list the entries whose settings or code changed since the "
                    "record (exit 1 when any)")
     p.set_defaults(func=cmd_record)
+    p = sub.add_parser("claims-doc", help="the Claims section of docs/papers/<paper>.md, from the configuration")
+    p.add_argument("--papers", nargs="*", help="only these papers (default: all)")
+    p.add_argument("--check", action="store_true", help="list the pages whose Claims section differs from the "
+                   "configuration, writing nothing (exit 1 when any)")
+    p.set_defaults(func=cmd_claims_doc)
     args = parser.parse_args(argv)
     from dpfl.config import ConfigError
 
