@@ -499,11 +499,13 @@ def test_the_summary_has_one_row_per_paper_claim_and_the_sanity_checks_apart():
     for paper, spec in cfg.papers.items():
         for c in [c for f in spec["figures"].values() for c in f["claims"]] + spec.get("claims", []):
             (sanity_ids if c.get("sanity") else paper_ids).add((paper, c["id"]))
-    for paper, cid in paper_ids:
-        assert claims_part.count(f"| {paper} | {cid} |") == 1, cid
-        assert f"| {cid} |" not in sanity_part
+    for paper, cid in paper_ids:  # each id links to the project's description of the claim (dpfl.claim_pages)
+        row = f"| {paper} | [{cid}](../papers/{paper}.md#{cid.lower()}) |"
+        assert claims_part.count(row) == 1, cid
+        assert f"[{cid}](" not in sanity_part
     for paper, cid in sanity_ids:
-        assert sanity_part.count(f"| {paper} | {cid} |") == 1 and f"| {paper} | {cid} |" not in claims_part, cid
+        row = f"| {paper} | [{cid}](../papers/{paper}.md#{cid.lower()}) |"
+        assert sanity_part.count(row) == 1 and row not in claims_part, cid
     total = next(line for line in shares.splitlines() if line.startswith("| all |"))
     assert total.split("|")[2].strip() == str(len(paper_ids))
 

@@ -122,7 +122,8 @@ def page_text(root: Path, paper: str) -> tuple[Path, str, str]:
     begin = old.find("<!-- claims: generated")
     end = old.find(END)
     if begin >= 0 and end > begin:
-        new = old[:begin] + new_section + old[end + len(END):].lstrip("\n")
+        rest = old[end + len(END):]
+        new = old[:begin] + new_section + rest.removeprefix("\n")  # the section ends in its own newline
     else:
         new = old.rstrip("\n") + "\n\n" + new_section
     return page, old, new
