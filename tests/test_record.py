@@ -524,3 +524,30 @@ def test_the_summary_opens_with_the_findings_and_the_record_keeps_no_mirror_path
     monkeypatch.setenv("DPFL_DATA_MIRROR", str(mirror))
     assert record.portable(f"the mirror {mirror} has no creditcard/ folder") == (
         "the mirror $DPFL_DATA_MIRROR has no creditcard/ folder")
+
+
+def test_a_shown_cause_links_the_ablation_entries_that_show_it(project):
+    """A documented difference is shown by a run: the claims table's ablation cell and its cause link the one-switch
+    ablation's entry on the paper's page (kato2024's C-K2a, moved by K4 alone)."""
+    root, results = project
+    fig2 = results / "kato2024" / "fig2"
+    k4 = fig2 / "ablations" / "k4"
+    k4.mkdir(parents=True)
+    for name in ("fig2.meta.json", "fig2.png"):
+        shutil.copy(fig2 / name, k4 / name)
+    (k4 / "claims.json").write_text(json.dumps(
+        {"mode": "ablation-k4", "claims": [{"id": "C-K2a", "verdict": "pass", "reason": "passes"}]}))
+    data = json.loads((fig2 / "claims.json").read_text())
+    for c in data["claims"]:
+        if c["id"] == "C-K2a":
+            c.update(verdict="fail", reason="fails", cause="documented-difference",
+                     cause_text="one switch moves it: K4 alone passes (ablation k4)",
+                     ablations={"ablation-k4": {"items": ["K4"], "verdict": "pass"}})
+    (fig2 / "claims.json").write_text(json.dumps(data))
+    record.build(root, results, None, ["kato2024"], "python -m dpfl record")
+    summary = (root / paths.RECORD_DIR / "README.md").read_text()
+    row = next(line for line in summary.splitlines() if "[C-K2a](" in line)
+    link = "[k4](kato2024.md#fig2-ablation-k4)"
+    assert f"| {link}: pass |" in row and f"(evidence: {link})" in row
+    page = (root / paths.RECORD_DIR / "kato2024.md").read_text()
+    assert "\n## fig2 (ablation-k4)\n" in page  # the heading the link lands on

@@ -125,7 +125,8 @@ def _read_json(path: Path) -> dict | None:
 
 def _claims(data: dict | None) -> list[dict]:
     """The parts of a claims file's claims the record keeps: the verdict and every other verdict it reports."""
-    keep = ("id", "claim", "verdict", "cause", "cause_text", "reason", "sanity", "quote", "place")
+    keep = ("id", "claim", "verdict", "cause", "cause_text", "reason", "sanity", "quote", "place",
+            "ablations")  # the variants' verdicts behind a cause: the record links the runs that show it
     out = []
     for c in (data or {}).get("claims", []):
         kept = {k: c[k] for k in c if k in keep or k.startswith("verdict_")}
@@ -433,7 +434,7 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
             fresh = {(c["id"], c["mode"], variant(c)) for c in claims}
             claims = [c for c in kept["paper_claims"] if (c["id"], c["mode"], variant(c)) not in fresh] + claims
         record["papers"][paper] = {"entries": entries, "paper_claims": claims}
-    _write(out, record)
+    _write(root, out, record)
     return record
 
 
@@ -528,12 +529,12 @@ def portable(text: str) -> str:
 FINDINGS = "findings.md"  # written by hand beside the record; the summary page opens with it
 
 
-def _write(out: Path, record: dict) -> None:
+def _write(root: Path, out: Path, record: dict) -> None:
     (out / "record.json").write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     for paper, part in record["papers"].items():
         (out / f"{paper}.md").write_text(_paper_page(paper, part))
     findings = out / FINDINGS
-    claims_pages = Path(os.path.relpath(codedeps.SRC.parent / "docs" / "papers", out.resolve())).as_posix()
+    claims_pages = Path(os.path.relpath(root.resolve() / "docs" / "papers", out.resolve())).as_posix()
     (out / "README.md").write_text(_summary_page(record, findings.read_text() if findings.exists() else "",
                                                  claims_pages))
 
@@ -726,7 +727,7 @@ def _claims_overview(record: dict, claims_pages: str = "../papers") -> list[str]
             for c in part["paper_claims"]:
                 if c["id"] == spec["id"]:
                     found.setdefault(c["mode"], []).append(("+".join(c.get("figures", [])), c))
-            ablations = "; ".join(f"{m.removeprefix(paths.ABLATION)}: {_one_verdict(v)[1]}"
+            ablations = "; ".join(f"{_evidence_links(paper, m, v)}: {_one_verdict(v)[1]}"
                                   for m, v in sorted(found.items()) if m.startswith(paths.ABLATION) and v) or "–"
             verdict, text = _one_verdict(found["none"])
             _, authors = _one_verdict(found["authors-code"])
@@ -737,6 +738,12 @@ def _claims_overview(record: dict, claims_pages: str = "../papers") -> list[str]
                 c["cause"] + (f": {c.get('cause_text')}" if c.get("cause_text")
                               and c["cause"] in ("documented-difference", "paper-inconsistent") else "")
                 for _, c in found["none"] if c.get("cause"))) or "–"
+            shown_by = sorted({m for _, c in found["none"] if c.get("cause") in ("documented-difference",
+                                                                                 "paper-inconsistent")
+                               for m, a in (c.get("ablations") or {}).items() if a.get("verdict") == "pass"})
+            if shown_by:  # the runs that show the cause, linked to their entries
+                causes += " (evidence: " + ", ".join(_evidence_links(paper, m, found.get(m, []))
+                                                     for m in shown_by) + ")"
             quick = "; ".join(dict.fromkeys(
                 [str(q["verdict"]) for e in built if e["mode"] == "none"
                  for q in e.get("quick_verdicts", []) if q["id"] == spec["id"]]
@@ -784,6 +791,18 @@ def _claims_overview(record: dict, claims_pages: str = "../papers") -> list[str]
         out.append(_share_row(paper, count))
     out.append(_share_row("all", total))
     return out
+
+
+def _evidence_links(paper: str, mode: str, results: list[tuple[str, dict]]) -> str:
+    """A variant's name linked to its entries on the paper's page, one link per figure it was recorded on ("k4" ->
+    [k4](kato2024.md#fig2-ablation-k4)); a claim over several figures links the page's section for those."""
+    name = paths.ablation_name(mode) or mode
+    links = []
+    for figure in dict.fromkeys(f for f, _ in results):
+        target = ("claims-over-several-figures" if "+" in figure
+                  else anchor({"figure": figure, "mode": mode}))
+        links.append(f"[{name}{'' if len(results) < 2 else ' ' + figure}]({paper}.md#{target})")
+    return ", ".join(links) or name
 
 
 def _share_row(name: str, count: dict) -> str:
