@@ -3,6 +3,7 @@ as the build judged them, images small enough to commit, and `--check` telling a
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -158,6 +159,13 @@ def test_an_entrys_code_is_the_build_checkouts_so_an_older_build_shows_as_stale(
     plot = clone / "src/dpfl/plotting.py"
     plot.write_text(plot.read_text() + "\n# an older build's code\n")
     _commit(clone)
+    # its outputs are older than the code now in that checkout: recorded as they are, they would pass for a build
+    # of that code; refused until rebuilt (here: touched, as Snakemake's rerun would leave them)
+    with pytest.raises(record.RecordError, match=r"built by older code than its checkout holds \(.*fig2.png is "
+                                                 r"older than .*src/dpfl/plotting.py"):
+        record.build(root, clone / "results", None, ["balle2020"], "python -m dpfl record")
+    for path in (clone / "results").rglob("*"):
+        os.utime(path)
     record.build(root, clone / "results", None, ["balle2020"], "python -m dpfl record")
     stale = record.check(root)
     assert stale and all("code changed since the record (src/dpfl/plotting.py" in line for line in stale), stale

@@ -369,11 +369,35 @@ def _upgrade(part: dict) -> dict:
     return {"entries": part.get("entries", []), "paper_claims": part.get("paper_claims", [])}
 
 
-def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only: bool) -> None:
+def outdated(results: Path, paper: str, figure: str, mode: str, checkout: Path) -> list[str]:
+    """A built figure's outputs older than the code of their stage in the checkout that built them, one line each
+    (empty: current), by Snakemake's own rule (an output older than an input reruns): the table's meta against the
+    cell and table stages' code, the image against the plot's, claims.json against the claims'. Recording such a
+    figure would stamp a build of older code with the checkout's current commit and code hashes."""
+    fdef = FIGURES[(paper, figure)]
+    d = results / _figure_rel(paper, figure, mode)
+    stages = {"table": (d / f"{figure}.meta.json", ("cell", "table") if fdef.kind == "experiment" else ("table",)),
+              "plot": (d / f"{figure}.png", ("plot",)), "claims": (d / "claims.json", ("claims",))}
+    out = []
+    for output, code_stages in stages.values():
+        if not output.is_file():
+            continue
+        built = output.stat().st_mtime
+        newer = sorted({f for stage in code_stages for f in codedeps.stage_code(fdef, stage)
+                        if (checkout / f).is_file() and (checkout / f).stat().st_mtime > built})
+        if newer:
+            out.append(f"{output.relative_to(results)} is older than {', '.join(newer[:3])}"
+                       f"{f' and {len(newer) - 3} more' if len(newer) > 3 else ''}")
+    return out
+
+
+def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only: bool,
+            checkout: Path | None = None) -> None:
     """Raise RecordError, before anything is written (a refused record leaves no image behind), when a chosen paper
-    has no built figure in `results`, or, with `paper_scale_only` (the committed record), when a chosen figure was
+    has no built figure in `results`; with `paper_scale_only` (the committed record), when a chosen figure was
     built at a reduced scale: the committed record stands for the paper-scale verdicts, and a smoke or quick build
-    recorded there would replace a paper-scale entry with verdicts of other settings."""
+    recorded there would replace a paper-scale entry with verdicts of other settings; and when a chosen figure's
+    outputs are older than their code in `checkout`, the checkout that made them (`outdated`: rebuild first)."""
     for paper, figures in chosen.items():
         built = {(f, m): meta for (p, f) in FIGURES if p == paper and (figures is None or f in figures)
                  for m in modes_built(results, p, f) if (meta := _meta(results, p, f, m)) is not None}
@@ -386,6 +410,11 @@ def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only:
                 raise RecordError(f"{paper}/{_name({'figure': figure, 'mode': mode})} in {results} was built at "
                                   f"scale {meta.get('scale')!r} (reduced); the reproduction record holds paper-scale "
                                   "builds only; pass --out DIR to record it elsewhere")
+            late = outdated(results, paper, figure, mode, checkout) if checkout is not None else []
+            if late:
+                raise RecordError(f"{paper}/{_name({'figure': figure, 'mode': mode})} in {results} was built by "
+                                  f"older code than its checkout holds ({'; '.join(late)}): run snakemake there "
+                                  "first, then record")
 
 
 def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[str] | None] | list[str],
@@ -403,8 +432,9 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
         raise RecordError(f"no results directory at {results}")
     if quick is not None and not quick.is_dir():  # its verdicts would all be missing, silently
         raise RecordError(f"--quick {quick}: no quick-scale results directory there")
-    _refuse(results, chosen, paper_scale_only=out.resolve() == (root / paths.RECORD_DIR).resolve())
     checkout = build_checkout(results)
+    _refuse(results, chosen, paper_scale_only=out.resolve() == (root / paths.RECORD_DIR).resolve(),
+            checkout=checkout)
     state = checkout_state(checkout or root, results, allow_dirty)
     out.mkdir(parents=True, exist_ok=True)
     old = _read_json(out / "record.json") or {"papers": {}}
