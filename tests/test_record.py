@@ -164,6 +164,11 @@ def test_an_entrys_code_is_the_build_checkouts_so_an_older_build_shows_as_stale(
     with pytest.raises(record.RecordError, match=r"built by older code than its checkout holds \(.*fig2.png is "
                                                  r"older than .*src/dpfl/plotting.py"):
         record.build(root, clone / "results", None, ["balle2020"], "python -m dpfl record")
+    # or left out with why (e.g. its rebuild's cost): then recorded as not built, never as a build of that code
+    rec = record.build(root, clone / "results", None, {"balle2020": {"fig2"}}, "python -m dpfl record",
+                       why={("balle2020", "fig2"): "not built for this record: ≈ 1 s"})
+    fig2 = next(e for e in rec["papers"]["balle2020"]["entries"] if e["figure"] == "fig2")
+    assert fig2["status"] == "not built" and "≈ 1 s" in fig2["why"]
     for path in (clone / "results").rglob("*"):
         os.utime(path)
     record.build(root, clone / "results", None, ["balle2020"], "python -m dpfl record")

@@ -229,6 +229,10 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
     if mode != "none" and (not fdef.has_compat or meta is None):
         return None
     entry = {"paper": paper, "figure": figure, "mode": mode}
+    if meta is not None and checkout is not None and outdated(results, paper, figure, mode, checkout):
+        meta = None  # left out with its --why (_refuse): its outputs are not a build of this checkout's code
+        if mode != "none":
+            return None
     if meta is None:
         return {**entry, "status": "not built", "why": _not_built_why(root, paper, figure, why or {},
                                                                   {} if configs is None else configs)}
@@ -392,12 +396,13 @@ def outdated(results: Path, paper: str, figure: str, mode: str, checkout: Path) 
 
 
 def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only: bool,
-            checkout: Path | None = None) -> None:
+            checkout: Path | None = None, why: dict | None = None) -> None:
     """Raise RecordError, before anything is written (a refused record leaves no image behind), when a chosen paper
     has no built figure in `results`; with `paper_scale_only` (the committed record), when a chosen figure was
     built at a reduced scale: the committed record stands for the paper-scale verdicts, and a smoke or quick build
     recorded there would replace a paper-scale entry with verdicts of other settings; and when a chosen figure's
-    outputs are older than their code in `checkout`, the checkout that made them (`outdated`: rebuild first)."""
+    outputs are older than their code in `checkout`, the checkout that made them (`outdated`: rebuild first), unless
+    `why` ({(paper, figure): text}, --why) says why it is left out: it is then recorded as not built."""
     for paper, figures in chosen.items():
         built = {(f, m): meta for (p, f) in FIGURES if p == paper and (figures is None or f in figures)
                  for m in modes_built(results, p, f) if (meta := _meta(results, p, f, m)) is not None}
@@ -411,7 +416,7 @@ def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only:
                                   f"scale {meta.get('scale')!r} (reduced); the reproduction record holds paper-scale "
                                   "builds only; pass --out DIR to record it elsewhere")
             late = outdated(results, paper, figure, mode, checkout) if checkout is not None else []
-            if late:
+            if late and (paper, figure) not in (why or {}):
                 raise RecordError(f"{paper}/{_name({'figure': figure, 'mode': mode})} in {results} was built by "
                                   f"older code than its checkout holds ({'; '.join(late)}): run snakemake there "
                                   "first, then record")
@@ -434,7 +439,7 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
         raise RecordError(f"--quick {quick}: no quick-scale results directory there")
     checkout = build_checkout(results)
     _refuse(results, chosen, paper_scale_only=out.resolve() == (root / paths.RECORD_DIR).resolve(),
-            checkout=checkout)
+            checkout=checkout, why=why)
     state = checkout_state(checkout or root, results, allow_dirty)
     out.mkdir(parents=True, exist_ok=True)
     old = _read_json(out / "record.json") or {"papers": {}}
