@@ -1,5 +1,5 @@
 """TFF federated EMNIST, digits only (legacy HDF5: fed_emnist_digitsonly_train.h5, fed_emnist_digitsonly_test.h5;
-real or stand-in files, same format) -> per-user arrays (bietti2022 spec §1.3).
+real or stand-in files, same format) -> per-user arrays (bietti2022; docs/data.md).
 
 Users: the first MAX_USERS client ids of the *train* file, in sorted order (HDF5 lists a group's links by name; the
 ids are sorted here again, in code-point order). Test: the same users' examples of the test file; a user missing

@@ -1,4 +1,4 @@
-"""The four UCI processed.<center>.data files -> FLamby Fed-Heart-Disease (MANIFEST §5, kato2024 spec §1.3).
+"""The four UCI processed.<center>.data files -> FLamby Fed-Heart-Disease (kato2024; docs/data.md).
 
 Cleaning as FLamby (fed_heart_disease/dataset.py): `?` is missing; the last three feature columns (slope, ca, thal)
 are dropped, then every row that still has a missing value (rows left 303 / 261 / 46 / 130). Features: age, sex,

@@ -1,7 +1,7 @@
 """ObesityDataSet_raw_and_data_sinthetic.csv -> X (n, 16) float64 in the Gender-first column order, y (n,) int64,
 `columns`, `classes`.
 
-Columns are selected by name, so both published column orders (MANIFEST §3) load identically. The categorical
+Columns are selected by name, so both published column orders (docs/data.md) load identically. The categorical
 columns and the target NObeyesdad are integer-encoded alphabetically (code-point order, as sklearn's LabelEncoder:
 upper case before lower case, so CAEC/CALC are Always 0, Frequently 1, Sometimes 2, no 3)."""
 

@@ -1,5 +1,5 @@
 """TFF Stack Overflow (legacy HDF5) -> bag-of-words tag prediction, as TFF's `stackoverflow_tag_prediction` with
-word_vocab 5000 and tag_vocab 80 (bietti2022 spec §1.2; real or stand-in files, same format).
+word_vocab 5000 and tag_vocab 80 (bietti2022; real or stand-in files, same format).
 
 Vocabularies:
 - words: the first WORD_VOCAB lines of stackoverflow.word_count (`word count`, most frequent first), as TFF's

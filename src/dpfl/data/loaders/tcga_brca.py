@@ -1,4 +1,4 @@
-"""brca.csv + centers.csv + train_test_split.csv -> FLamby Fed-TCGA-BRCA (MANIFEST §6, kato2024 spec §1.3).
+"""brca.csv + centers.csv + train_test_split.csv -> FLamby Fed-TCGA-BRCA (kato2024; docs/data.md).
 
 Rows: the 1088 patients of the split file, in brca.csv order (as FLamby selects them); the 8 patients of region
 "Other" are in no silo and left out. Silo (`center`) = the region of the tissue source site: FLamby's per-center

@@ -1,9 +1,9 @@
-"""Creditcard stand-in (kato2024 spec §1.1): creditcard_standin.csv.gz with the Kaggle file's header (double-quoted
+"""Creditcard stand-in (kato2024): creditcard_standin.csv.gz with the Kaggle file's header (double-quoted
 names, double-quoted Class values), 284,807 rows, exactly 492 frauds at random positions.
 
 Time: sorted uniform on [0, 172792] s, written in whole seconds as in the real file. Class 0: V_k ~ N(0, s_k^2)
-independently, s_k = 2.0 k^-0.55 (decreasing like PCA components). Class 1: V_k = mu_k s_k + 2 s_k N(0, 1) with the
-spec's mu (in units of s_k; zero for the unlisted k). Amount: lognormal(3.0, 1.5) for class 0 and lognormal(3.5, 1.8)
+independently, s_k = 2.0 k^-0.55 (decreasing like PCA components). Class 1: V_k = mu_k s_k + 2 s_k N(0, 1) with mu_k
+from MU (in units of s_k; zero for the unlisted k). Amount: lognormal(3.0, 1.5) for class 0 and lognormal(3.5, 1.8)
 for class 1, rounded to cents. V values are rounded to 6 decimals. gzip level 1 (fast; the file is 12% larger).
 """
 

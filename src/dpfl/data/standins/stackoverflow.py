@@ -1,4 +1,4 @@
-"""Stackoverflow stand-in (bietti2022 spec §1.2): the five raw files of TFF's legacy Stack Overflow data with their
+"""Stackoverflow stand-in (bietti2022): the five raw files of TFF's legacy Stack Overflow data with their
 real names and layout, filled with topic-model documents.
 
 Files:
@@ -17,7 +17,7 @@ train examples); `n_train_only` clients have train examples only; `n_held_out` c
 real held-out users, user_id % 10 == 0) have a few examples in the held-out file, which the loader never reads.
 Groups are created in a fixed shuffled order; HDF5 lists them by name.
 
-Model (spec §1.2): words w0000..w4999 with a global Zipf(1.1) background over their index; 40 topics, topic k's word
+Model: words w0000..w4999 with a global Zipf(1.1) background over their index; 40 topics, topic k's word
 distribution 0.5 Dirichlet(0.05) + 0.5 background; N_TAGS tags tag000..tag119 with Zipf(1.0) popularity; each topic has
 U{2..4} core tags drawn without replacement in proportion to popularity, with Dirichlet(1) weights. Per user: a topic
 mixture ~ Dirichlet(0.2) and, for every topic, a personal re-weighting of its core tags ~ Dirichlet(1), multiplied
