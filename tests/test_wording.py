@@ -24,6 +24,15 @@ PATTERNS = {
     "a tracker issue number": re.compile(r"\bissue[- ]\d+", re.IGNORECASE),
 }
 
+#: what the docs, the record, the configuration and the tools must not say either: a section of the specification the
+#: project was built from, which a reader of the repository does not have (cite docs/papers/<paper>.md, docs/data.md,
+#: docs/claims.md instead). Comments in src/ still carry such citations: a comment edit in a stage's code reruns
+#: that stage's jobs (and stales the record), so each is reworded with the next change to its file.
+OUTSIDE_CODE = {
+    "a section of an external specification": re.compile(
+        r"\bspec(?:'s)? ?§|\bspec D\d|\bMANIFEST §|\(spec\b|\bthe spec's\b|\bspec \w+\d{4} §", re.IGNORECASE),
+}
+
 #: legitimate uses: (file relative to the repository root, phrase on the line, why it is allowed)
 ALLOWED = [
     ("src/dpfl/papers/kato2024/training/plot.py", "have panels of their own: not drawn",
@@ -78,7 +87,8 @@ def offending_lines(allowed: list[tuple[str, str, str]]) -> tuple[list[str], set
                 if phrase in rest:
                     used.add((rel, phrase))
                     rest = rest.replace(phrase, " ")
-            for what, pattern in PATTERNS.items():
+            patterns = PATTERNS if rel.startswith("src/") else {**PATTERNS, **OUTSIDE_CODE}
+            for what, pattern in patterns.items():
                 m = pattern.search(rest)
                 if m:
                     hits.append(f"{rel}:{number}: {what} ({m.group(0)!r}): {_excerpt(rest, m)}")
@@ -105,6 +115,10 @@ def test_the_patterns_catch_what_they_are_for():
            "--results /work/pb/results", "/root/.cache/x", "/home/someone/dpfl", "the issue-25 target", "issue 24"]
     for line in bad:
         assert any(p.search(line) for p in PATTERNS.values()), line
+    for line in ["(spec §7)", "the spec's 0.005 accuracy", "MANIFEST §6", "(spec D3)", "spec bietti2022 §1.2"]:
+        assert any(p.search(line) for p in OUTSIDE_CODE.values()), line
+    for line in ["spec = cfg.papers[paper]", "specified by the user", "docs/papers/kato2024.md, 'Settings'"]:
+        assert not any(p.search(line) for p in OUTSIDE_CODE.values()), line
     good = ["not built for this record: ≈ 4 h on 2 cores", "a GPU job; the record's builds ran without a GPU",
             "Claims and settings: docs/papers/lowy2023.md", "--results ../pb/results", "~/.kaggle/kaggle.json",
             "PyYAML keeps the last one silently"]
