@@ -41,7 +41,7 @@ LAYERS = [
     {"fl"},  # the round engine
     {"papers"},  # one package per paper
     {"config", "jobs"},  # configuration -> jobs
-    {"stages", "report", "record"},  # stage runners (Snakemake scripts call these), the report and its record
+    {"stages", "report", "record", "claim_pages"},  # stage runners (Snakemake scripts call these), the report, its record and the claims pages
     {"bench", "cli", "__main__", "__init__"},  # entry points
 ]
 GROUND = LAYERS[0]
