@@ -577,3 +577,15 @@ def test_the_summary_says_once_which_sources_the_builds_lacked(project):
     record.build(root, results, None, ["kato2024", "lowy2023"], "python -m dpfl record")
     summary = (root / paths.RECORD_DIR / "README.md").read_text()
     assert summary.count("had no access to the sources of creditcard:") == 1
+
+
+def test_a_not_reproduced_cause_says_what_was_tried():
+    """The claims table's cause cell carries what a not-reproduced verdict tried (or that nothing was yet), not the
+    bare word."""
+    tried = {"cause": "not-reproduced", "cause_text": "not reproduced: a finding at paper scale on real data (scale "
+             "'paper'); tried: Q2 alone inconclusive; Q3 alone inconclusive"}
+    assert record._cause_cell(tried) == "not-reproduced: tried: Q2 alone inconclusive; Q3 alone inconclusive"
+    untried = {**tried, "cause_text": "not reproduced: …; not yet investigated (no ablation of the authors' items "
+               "was built)"}
+    assert "not yet investigated" in record._cause_cell(untried)
+    assert record._cause_cell({"cause": "stand-in", "cause_text": "synthetic stand-in data"}) == "stand-in"

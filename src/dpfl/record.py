@@ -775,10 +775,7 @@ def _claims_overview(record: dict, claims_pages: str = "../papers") -> list[str]
             sources = {e["data_source"] for e in built if e["mode"] == "none"
                        and (e["figure"] in spec["figures"])}
             data = " / ".join(sorted(sources)) or "–"
-            causes = "; ".join(dict.fromkeys(
-                c["cause"] + (f": {c.get('cause_text')}" if c.get("cause_text")
-                              and c["cause"] in ("documented-difference", "paper-inconsistent") else "")
-                for _, c in found["none"] if c.get("cause"))) or "–"
+            causes = "; ".join(dict.fromkeys(_cause_cell(c) for _, c in found["none"] if c.get("cause"))) or "–"
             shown_by = sorted({m for _, c in found["none"] if c.get("cause") in ("documented-difference",
                                                                                  "paper-inconsistent")
                                for m, a in (c.get("ablations") or {}).items() if a.get("verdict") == "pass"})
@@ -832,6 +829,17 @@ def _claims_overview(record: dict, claims_pages: str = "../papers") -> list[str]
         out.append(_share_row(paper, count))
     out.append(_share_row("all", total))
     return out
+
+
+def _cause_cell(c: dict) -> str:
+    """A cause as the claims table shows it: a documented difference or a paper inconsistency with its text (the
+    runs that show it), a not-reproduced verdict with what was tried (or that nothing was yet), other causes bare."""
+    text = c.get("cause_text") or ""
+    if c["cause"] in ("documented-difference", "paper-inconsistent") and text:
+        return f"{c['cause']}: {text}"
+    if c["cause"] == "not-reproduced" and "; " in text:  # "not reproduced: a finding …; tried: …"
+        return f"{c['cause']}: {text.split('; ', 1)[1]}"
+    return c["cause"]
 
 
 def _evidence_links(paper: str, mode: str, results: list[tuple[str, dict]]) -> str:
