@@ -224,7 +224,7 @@ def error_of(config, check: dict, tmp_path: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.raises(config.ConfigError) as err:
-        config.validate(config._read_yaml(path), schema, str(path))
+        config.validate(config.read_yaml(path), schema, str(path))
     msg = str(err.value)
     assert str(path) in msg
     return msg
@@ -232,7 +232,7 @@ def error_of(config, check: dict, tmp_path: Path) -> str:
 
 @pytest.mark.parametrize("path", PAPER_FILES, ids=[p.stem for p in PAPER_FILES])
 def test_shipped_paper_configs_validate(config, path):
-    data = config._read_yaml(path)
+    data = config.read_yaml(path)
 
     def checks(d):
         return [c for f in d.get("figures", {}).values() for cl in f.get("claims", []) for c in cl["checks"]] + \

@@ -1,4 +1,4 @@
-"""Every YAML file the pipeline reads goes through one reader (dpfl.config._read_yaml) that rejects a key written
+"""Every YAML file the pipeline reads goes through one reader (dpfl.config.read_yaml) that rejects a key written
 twice in one mapping, naming the file, the line and the key (PyYAML alone keeps the last value silently)."""
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ def test_a_duplicate_key_in_nested_blocks_and_other_files_is_caught(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text("a: 1\nb:\n  c: 2\n  d: 3\n  c: 4\n")
     with pytest.raises(config.ConfigError, match=r"x\.yaml, line 5, column 3: .*duplicate key 'c' \(first at line 3"):
-        config._read_yaml(path)
+        config.read_yaml(path)
 
 
 def test_merge_keys_may_be_overridden_and_the_same_key_in_sibling_mappings_is_fine(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text("base: &b {x: 1, y: 2}\nmine:\n  <<: *b\n  y: 3\nother: {x: 1}\n")
-    assert config._read_yaml(path) == {"base": {"x": 1, "y": 2}, "mine": {"x": 1, "y": 3}, "other": {"x": 1}}
+    assert config.read_yaml(path) == {"base": {"x": 1, "y": 2}, "mine": {"x": 1, "y": 3}, "other": {"x": 1}}
 
 
 @pytest.mark.parametrize("path", sorted(p.relative_to(ROOT) for folder in ("config", "workflow/schemas", "profiles")
                                         for p in (ROOT / folder).rglob("*.yaml")), ids=str)
 def test_every_yaml_file_of_the_project_has_unique_keys(path):
-    config._read_yaml(ROOT / path)
+    config.read_yaml(ROOT / path)

@@ -59,7 +59,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _read_yaml(path: Path):
+def read_yaml(path: Path):
     """A YAML file's contents; ConfigError naming the file, line and column for a syntax error or a duplicate key."""
     try:
         with open(path) as fh:
@@ -117,7 +117,7 @@ _DefaultFillingValidator = validators.extend(Draft202012Validator, {"properties"
 def _schema_file(path: str, mtime_ns: int):
     """A schema file's contents, read once per process (and again only if the file changes): a validation
     follows hundreds of `$ref`s into the same few files."""
-    return _read_yaml(Path(path))
+    return read_yaml(Path(path))
 
 
 def _schema(path: Path | str, schemas: Path, transform=None):
@@ -377,7 +377,7 @@ def load_datasets(root: str | Path) -> dict:
     """Read config/datasets.yaml (the dataset catalog), validate it and fill defaults: dataset -> entry."""
     root = Path(root).resolve()
     path = root / "config" / "datasets.yaml"
-    data = _read_yaml(path)
+    data = read_yaml(path)
     validate(data, root / "workflow" / "schemas" / "datasets.schema.yaml", _short(path))
     return data["datasets"]
 
@@ -387,8 +387,8 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
     root = Path(root).resolve()
     schemas = root / "workflow" / "schemas"
     cfg_file = root / "config" / "config.yaml"
-    globals_ = deep_merge(_read_yaml(cfg_file),
-                          _coerce_cli(overrides or {}, _read_yaml(schemas / "config.schema.yaml")))
+    globals_ = deep_merge(read_yaml(cfg_file),
+                          _coerce_cli(overrides or {}, read_yaml(schemas / "config.schema.yaml")))
     validate(globals_, schemas / "config.schema.yaml", f"{_short(cfg_file)} (+ --config overrides)")
     datasets = load_datasets(root)
     for name in sorted(set(globals_["dataset_source"]) - set(datasets)):
@@ -398,7 +398,7 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
                           f"unknown dataset '{name}'{hint}; allowed: {', '.join(sorted(datasets))}")
 
     scale_file = root / "config" / "scales" / f"{globals_['scale']}.yaml"
-    scale = _read_yaml(scale_file)
+    scale = read_yaml(scale_file)
     validate(scale, schemas / "scale.schema.yaml", _short(scale_file), set_default=False)
     unknown = sorted(set(scale.get("papers", {})) - set(PAPERS))
     if unknown:
@@ -409,7 +409,7 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
     for paper in PAPERS:
         paper_file = root / "config" / "papers" / f"{paper}.yaml"
         schema_path = schemas / "papers" / f"{paper}.schema.yaml"
-        data = _read_yaml(paper_file)
+        data = read_yaml(paper_file)
         validate(data, schema_path, _short(paper_file), set_default=False)
         overlay = _scale_overlay(paper, scale.get("papers", {}).get(paper, {}), data, schema_path, scale_file)
         written[paper] = copy.deepcopy(data)
