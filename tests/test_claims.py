@@ -1360,3 +1360,13 @@ def test_a_paper_inconsistency_names_its_runs_and_needs_them_to_show_it():
     assert cause == "not-reproduced" and "is not shown" in text and "were not built" in text
     cause, text = claims.cause_of(fail, **{**kw, "scale": "quick", "reductions": {"trials": [20, 3]}})
     assert cause == "reduced-scale" and "is not shown" in text
+
+
+def test_a_not_reproduced_verdict_names_the_evidence_runs_tried():
+    """An evidence variant (a setting changed alone, e.g. kato2024 Fig 12's three timed runs per point) is named as a
+    run with its why, beside the one-switch ablations' items."""
+    fail = {"verdict": "fail"}
+    kw = {"data_source": "real", "scale": "paper", "reductions": {}}
+    runs = {"ablation-seeds3": {"items": ["three runs"], "verdict": "pass"}}
+    cause, text = claims.cause_of(fail, **kw, evidence=runs, ablations={"ablation-q7": {"items": ["Q7"], "verdict": "fail"}})
+    assert cause == "not-reproduced" and text.endswith("tried: Q7 alone fail; the seeds3 run (three runs): pass")

@@ -185,12 +185,14 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
         why = "".join(f"; {w}" for w in _scale_whys(result, reductions))
         return "reduced-scale", (f"{_reductions_text(scale, reductions)}; a reduced-scale verdict is not the "
                                  f"paper-scale result{why}")
-    tried = {**(ablations or {}), **(evidence or {})}
+    tried = [f"{' + '.join(a['items'])} alone {a['verdict']}" for _, a in sorted((ablations or {}).items())]
+    tried += [f"the {ablation_name(m)} run ({', '.join(a['items'])}): {a['verdict']}"
+              for m, a in sorted((evidence or {}).items())]
     if not tried:  # docs/claims.md: a cause is shown by runs; without any, the verdict is not yet explained
         return "not-reproduced", CAUSES["not-reproduced"] + (f" (scale '{scale}')" if scale else "") + \
             "; not yet investigated (no ablation of the authors' items was built)"
     return "not-reproduced", CAUSES["not-reproduced"] + (f" (scale '{scale}')" if scale else "") + \
-        "; tried: " + "; ".join(f"{' + '.join(a['items'])} alone {a['verdict']}" for _, a in sorted(tried.items())) + \
+        "; tried: " + "; ".join(tried) + \
         (f"; the authors-code variant: {other_verdict}" if other_verdict else "")
 
 
