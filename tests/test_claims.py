@@ -1368,5 +1368,6 @@ def test_a_not_reproduced_verdict_names_the_evidence_runs_tried():
     fail = {"verdict": "fail"}
     kw = {"data_source": "real", "scale": "paper", "reductions": {}}
     runs = {"ablation-seeds3": {"items": ["three runs"], "verdict": "pass"}}
-    cause, text = claims.cause_of(fail, **kw, evidence=runs, ablations={"ablation-q7": {"items": ["Q7"], "verdict": "fail"}})
+    q7 = {"ablation-q7": {"items": ["Q7"], "verdict": "fail"}}
+    cause, text = claims.cause_of(fail, **kw, evidence=runs, ablations=q7)
     assert cause == "not-reproduced" and text.endswith("tried: Q7 alone fail; the seeds3 run (three runs): pass")
