@@ -126,7 +126,7 @@ def table(params: dict, tables: list, log):
             if idx["phase"] in PER_ROUND:
                 log(f"{idx['panel']}{' (' + idx['sweep'] + ' sweep)' if 'sweep' in idx else ''}, "
                     f"{idx['implementation']}: {idx['phase']} {extra[-1]['y']:.2f}× in the secure mode "
-                    f"(+{extra_round:.3f} s per round)")
+                    f"({extra_round:+.3f} s per round)")
     if extra:
         df = pd.concat([df, pd.DataFrame(extra)], ignore_index=True)
     return df.sort_values(["quantity", "panel", "implementation", "security"], kind="stable").reset_index(drop=True)
