@@ -41,7 +41,8 @@ LAYERS = [
     {"fl"},  # the round engine
     {"papers"},  # one package per paper
     {"config", "jobs"},  # configuration -> jobs
-    {"stages", "report", "record"},  # stage runners (Snakemake scripts call these), the report and its record
+    # stage runners (Snakemake scripts call these), the report, its record and the claims pages
+    {"stages", "report", "record", "claim_pages"},
     {"bench", "cli", "__main__", "__init__"},  # entry points
 ]
 GROUND = LAYERS[0]

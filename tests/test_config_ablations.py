@@ -83,3 +83,17 @@ def test_ablations_true_plans_every_ablation_of_the_selected_figures(tmp_path):
     without = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "scale=smoke",
                               "only=[lowy2023/fig6]"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert "ablations/" not in without.stdout + without.stderr
+
+
+def test_a_claim_over_several_figures_takes_its_context_from_the_built_ones():
+    """kato2024's C-K4c-f name Fig 4 first; built over Figs 6-7 only, their cause must be read against the
+    ablations of the figures built (K1, K2), not against Fig 4's (none), or a not-reproduced verdict would say
+    nothing was tried."""
+    cfg = config.load(ROOT, {"scale": "paper", "only": ["kato2024/fig6", "kato2024/fig7"]})
+    claim = next(c for c in cfg.papers["kato2024"]["claims"] if c["id"] == "C-K4c")
+    built = cfg.built_figures("kato2024", claim)
+    assert claim["figures"][0] not in built and built == ["fig6", "fig7"]
+    context = cfg.claims_context("kato2024", built)
+    assert set(context["ablations"]) == {paths.ablation_mode("k1"), paths.ablation_mode("k2")}
+    assert context["ablations"][paths.ablation_mode("k1")] == ["K1"] and context["evidence"] == {}
+    assert cfg.claims_context("kato2024", claim["figures"])["ablations"] == {}  # what the first figure alone gives

@@ -564,3 +564,28 @@ def test_a_shown_cause_links_the_ablation_entries_that_show_it(project):
     assert f"| {link}: pass |" in row and f"(evidence: {link})" in row
     page = (root / paths.RECORD_DIR / "kato2024.md").read_text()
     assert "\n## fig2 (ablation-k4)\n" in page  # the heading the link lands on
+
+
+def test_the_summary_says_once_which_sources_the_builds_lacked(project):
+    """The data's availability is stated once, from the entries' stand-in datasets, not per machine or build."""
+    root, results = project
+    meta_path = results / "kato2024" / "fig8" / "fig8.meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta.update(data_source="standin", datasets=[{"name": "creditcard", "standin": True,
+                                                  "fallback_reasons": ["no file under $DPFL_DATA_MIRROR"]}])
+    meta_path.write_text(json.dumps(meta))
+    record.build(root, results, None, ["kato2024", "lowy2023"], "python -m dpfl record")
+    summary = (root / paths.RECORD_DIR / "README.md").read_text()
+    assert summary.count("had no access to the sources of creditcard:") == 1
+
+
+def test_a_not_reproduced_cause_says_what_was_tried():
+    """The claims table's cause cell carries what a not-reproduced verdict tried (or that nothing was yet), not the
+    bare word."""
+    tried = {"cause": "not-reproduced", "cause_text": "not reproduced: a finding at paper scale on real data (scale "
+             "'paper'); tried: Q2 alone inconclusive; Q3 alone inconclusive"}
+    assert record._cause_cell(tried) == "not-reproduced: tried: Q2 alone inconclusive; Q3 alone inconclusive"
+    untried = {**tried, "cause_text": "not reproduced: …; not yet investigated (no ablation of the authors' items "
+               "was built)"}
+    assert "not yet investigated" in record._cause_cell(untried)
+    assert record._cause_cell({"cause": "stand-in", "cause_text": "synthetic stand-in data"}) == "stand-in"

@@ -306,6 +306,27 @@ class ProjectConfig:
         return {name: ([v["why"]] if isinstance(v, dict) else list(v))
                 for name, v in (self.figure(paper, figure).get("ablations") or {}).items()}
 
+    def claims_context(self, paper: str, figures: list[str]) -> dict:
+        """What a claims job needs besides the tables, from the figures it reads (for a claim over several figures:
+        those built, never one not built, whose ablations would be missing): how x is named, the documented
+        difference the authors-code variant implements, its difference items, and the one-switch ablations and
+        evidence variants ({mode: items}) whose verdicts name a cause (dpfl.claims.cause_of)."""
+        first = self.figure(paper, figures[0])
+        variants = {paths.ablation_mode(n): items for n, items in self.ablations(paper, figures[0]).items()}
+        evidence = {paths.ablation_mode(n) for n in self.evidence_variants(paper, figures[0])}
+        return {
+            "x_name": first.get("claims_x"),
+            "difference": first.get("authors_code", {}).get("why", ""),
+            "authors_items": list((first.get("authors_code", {}).get("items") or {})),
+            "ablations": {m: items for m, items in variants.items() if m not in evidence},
+            "evidence": {m: items for m, items in variants.items() if m in evidence},
+        }
+
+    def built_figures(self, paper: str, claim: dict) -> list[str]:
+        """The figures of a claim over several figures that this run builds (selected), in the claim's order."""
+        chosen = set(self.selected())
+        return [f for f in claim["figures"] if (paper, f) in chosen]
+
     def evidence_variants(self, paper: str, figure: str) -> set[str]:
         """The names of the figure's evidence variants (not one-switch ablations of the authors' items)."""
         return {name for name, v in (self.figure(paper, figure).get("ablations") or {}).items() if isinstance(v, dict)}

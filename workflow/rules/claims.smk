@@ -18,20 +18,10 @@ def _claim_mode(mode, wildcards):
 
 
 def claims_context(paper, figures):
-    """What the reasons and causes of a claims job need besides the tables: how x is named and the documented
-    difference the authors-code variant implements. (Whether a run is reduced is in each figure's sidecar:
-    `reductions`, decided once by figures.smk's _reductions and recorded by the table stage.)"""
-    first = CFG.figure(paper, figures[0])
-    variants = {paths.ablation_mode(n): items for n, items in CFG.ablations(paper, figures[0]).items()}
-    evidence = {paths.ablation_mode(n) for n in CFG.evidence_variants(paper, figures[0])}
-    return {
-        "x_name": first.get("claims_x"),
-        "difference": first.get("authors_code", {}).get("why", ""),
-        # the difference items of the authors-code variant and of each one-switch ablation, to name a cause
-        "authors_items": list((first.get("authors_code", {}).get("items") or {})),
-        "ablations": {m: items for m, items in variants.items() if m not in evidence},
-        "evidence": {m: items for m, items in variants.items() if m in evidence},
-    }
+    """What the reasons and causes of a claims job need besides the tables (dpfl.config: ProjectConfig.claims_context).
+    (Whether a run is reduced is in each figure's sidecar: `reductions`, decided once by figures.smk's _reductions and
+    recorded by the table stage.)"""
+    return CFG.claims_context(paper, figures)
 
 
 def _modes_of(paper, figures):
@@ -65,8 +55,7 @@ def paper_claim(paper, claim_id):
 
 def built_figures(paper, claim):
     """The figures of a claim over several figures that this run builds (selected), in the claim's order."""
-    chosen = set(CFG.selected())
-    return [f for f in claim["figures"] if (paper, f) in chosen]
+    return CFG.built_figures(paper, claim)
 
 
 def selected_paper_claims():
@@ -115,7 +104,9 @@ for _mode in (*MODE_SUBDIR, paths.ABLATION):  # the ablation rule takes the abla
         params:
             claim=lambda w: paper_claim(w.paper, w.claim),
             built=lambda w: built_figures(w.paper, paper_claim(w.paper, w.claim)),  # the figures it is evaluated over
-            context=lambda w: claims_context(w.paper, paper_claim(w.paper, w.claim)["figures"]),
+            # from the figures it is evaluated over: a first figure not built (e.g. kato2024's Fig 4 for C-K4c-f) has
+            # none of the built ablations whose verdicts name the cause
+            context=lambda w: claims_context(w.paper, built_figures(w.paper, paper_claim(w.paper, w.claim))),
         wildcard_constraints:
             claim="[A-Za-z0-9_.-]+",
         log:
