@@ -26,7 +26,7 @@ from dpfl.papers.kato2024.protocol.table import table
 PROTOCOL = ProtocolLayout()
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = {"key_bits": 1024, "record_bound": 30}
+SMALL = {"key_bits": 1024, "record_bound": 30, "simulation": True}
 
 
 def yaml_params(figure: str, scale: str = "paper") -> dict:
@@ -39,21 +39,23 @@ def yaml_params(figure: str, scale: str = "paper") -> dict:
 
 def test_layout_from_the_yaml():
     p11, p12 = yaml_params("fig11"), yaml_params("fig12")
-    assert PROTOCOL.cells(p11) == [f"{panel}-{impl}" for panel in ("heart10", "heart100", "tcga10", "tcga100")
-                                   for impl in ("fast", "reference")]
+    assert PROTOCOL.cells(p11) == [f"{panel}-{impl}{level}" for panel in ("heart10", "heart100", "tcga10", "tcga100")
+                                   for impl in ("fast", "reference") for level in ("", "-secure")]
     datasets, allocations = PROTOCOL.needs(p11)
     assert datasets == ("heart_disease", "tcga_brca") and len(allocations) == 4 * 5
     assert "kato2024-tcga_brca/zipf-U100-S6-seed10" in allocations
     # Fig 12: the two sweeps share their default setting (h = 2, U = 20): 7 settings, no data files
     assert settings(p12) == [(2, 20), (4, 20), (8, 20), (15, 20), (2, 10), (2, 30), (2, 40)]
-    assert len(PROTOCOL.cells(p12)) == 14 and PROTOCOL.needs(p12) == ((), ())
+    assert len(PROTOCOL.cells(p12)) == 28 and PROTOCOL.needs(p12) == ((), ())
     own, _ = PROTOCOL.cell_params(p12, {}, "h8-U20-reference")
-    assert ((own["hidden"], own["users"], own["implementation"]) == (8, 20, "reference")
-            and "hidden" not in p12.get("x", {}))
-    own, _ = PROTOCOL.cell_params(p11, {}, "tcga10-fast")
+    assert ((own["hidden"], own["users"], own["implementation"], own["security"]) == (8, 20, "reference", "paper")
+            and "hidden" not in p12.get("x", {}) and "securities" not in own)
+    own, _ = PROTOCOL.cell_params(p11, {}, "tcga10-fast-secure")
     assert own["panel"]["id"] == "tcga10" and own["implementation"] == "fast" and is_fig11(own)
-    assert (own["key_bits"], own["record_bound"], own["optimizer"]) == (3072, 2000, "sgd")  # spec §6 defaults
-    for bad in ("tcga10", "tcga10-slow", "-fast"):
+    assert (own["key_bits"], own["record_bound"], own["optimizer"]) == (3072, 2000, "sgd")  # the paper's settings
+    assert (own["security"], own["simulation"]) == ("secure", False)
+    assert parse_cell("h2-U20-reference-secure") == ("h2-U20", "reference", "secure")
+    for bad in ("tcga10", "tcga10-slow", "-fast", "tcga10-secure", "-fast-secure"):
         with pytest.raises(ValueError, match="implementation one of fast, reference"):
             parse_cell(bad)
     with pytest.raises(ValueError, match="h<hidden>-U<users>"):
@@ -97,7 +99,8 @@ def fig12_job(cell="h2-U3-fast", **over):
     params = {"data": {"features": 4, "classes": 2, "records_per_silo": 20}, "silos": 2, "hidden": [2], "users": [3],
               "default_hidden": 2, "default_users": 3, "seeds": [0, 1], "rounds": 2, "batch": 4, "sigma": 5.0,
               "delta": 1e-5, "hyper": {"eta_g": 0.1, "clip": 1.0, "eta_l": 0.01, "epochs": 2},
-              "implementations": ["fast", "reference"], "optimizer": "sgd", **SMALL, **over}
+              "implementations": ["fast", "reference"], "securities": ["paper", "secure"], "optimizer": "sgd",
+              **SMALL, **over}
     own, _ = PROTOCOL.cell_params(params, {}, cell)
     return SimpleNamespace(params=own, cell=cell, seed=0)
 
@@ -130,6 +133,35 @@ def test_fig12_cell_drops_records_above_the_bound_and_both_implementations_agree
     assert (fast["decrypted_rel_err"] < 1e-8).all()
 
 
+@pytest.mark.parametrize("impl", ["fast", "reference"])
+def test_fig12_secure_cell_re_randomises_every_coordinate_and_decrypts_to_the_plaintext(impl):
+    """The secure mode's cell: the same phases and checks; each silo's weighting adds one full-size exponentiation per
+    coordinate and round (its fresh r^n), so the fast path's second round costs exactly the 16 coordinates."""
+    df = run_cell(fig12_job(f"h2-U3-{impl}-secure"), {}, lambda *a: None)
+    assert (df["security"] == "secure").all() and df["simulation"].all()
+    assert (df["decrypted_rel_err"] < 1e-8).all() and set(df["phase"]) == set(PHASES)
+    work = df[df["phase"] == "local training"].pivot_table(index=["seed", "silo"], columns="round",
+                                                           values="full_exponentiations")
+    if impl == "fast":
+        assert (work[1] >= 16 + 1).all() and (work[2] == 16).all()
+    else:
+        assert (work[2] > 16).all()
+
+
+def test_a_secure_cell_on_a_small_key_is_refused_outside_a_simulation():
+    params = fig12_job().params | {"simulation": False}
+    figure = {"data": {"features": 4, "classes": 2, "records_per_silo": 20}, "silos": 2, "hidden": [2], "users": [3],
+              "default_hidden": 2, "default_users": 3, "implementations": ["fast"], "securities": ["paper", "secure"],
+              "key_bits": 1024, "simulation": False}
+    with pytest.raises(ValueError, match=r"security: secure refuses a 1024-bit Paillier key .*simulation: true"):
+        PROTOCOL.cells(figure)
+    assert PROTOCOL.cells({**figure, "securities": ["paper"]}) == ["h2-U3-fast"]  # the paper's mode: as it was
+    assert PROTOCOL.cells({**figure, "simulation": True}) == ["h2-U3-fast", "h2-U3-fast-secure"]
+    with pytest.raises(ValueError, match="simulation: true"):
+        run_cell(SimpleNamespace(params={**params, "security": "secure"}, cell="h2-U3-fast-secure", seed=0), {},
+                 lambda *a: None)
+
+
 @pytest.fixture(scope="module")
 def tcga(tmp_path_factory, tcga_arrays):
     """A TCGA-shaped prepared file (2 centres, 40 training records) and one zipf allocation of 6 users."""
@@ -151,7 +183,7 @@ def test_fig11_cell_on_a_flamby_allocation(tcga):
     panel, inputs = tcga
     params = {"panels": [panel], "seeds": [0], "rounds": 2, "sigma": 5.0, "delta": 1e-5,
               "hyper": {"eta_g": 10.0, "clip": 0.1, "eta_l": 0.001, "epochs": 2}, "implementations": ["reference"],
-              "optimizer": "sgd", **SMALL}
+              "securities": ["paper"], "optimizer": "sgd", **SMALL}
     assert PROTOCOL.needs(params) == (("tcga_brca",), ("kato2024-tcga_brca/zipf-U6-S2-seed0",))
     own, _ = PROTOCOL.cell_params(params, {}, "t6-reference")
     df = run_cell(SimpleNamespace(params=own, cell="t6-reference", seed=0), inputs, lambda *a: None)
@@ -168,13 +200,14 @@ def fake_cells(params: dict, seconds) -> list[pd.DataFrame]:
     out = []
     for cell in PROTOCOL.cells(params):
         own, _ = PROTOCOL.cell_params(params, {}, cell)
-        setting, impl = parse_cell(cell)
+        setting, impl, security = parse_cell(cell)
         if is_fig11(own):
             meta = {"panel": setting, "dataset": own["panel"]["dataset"], "users": own["panel"]["users"],
                     "silos": own["panel"]["silos"], "params": 14 if own["panel"]["dataset"] == "heart_disease" else 40}
         else:
             meta = {"panel": setting, "dataset": "artificial", "users": own["users"], "silos": own["silos"],
                     "params": {2: 16, 4: 30, 8: 58, 15: 107}[own["hidden"]], "hidden": own["hidden"]}
+        meta["security"] = security
         rows = []
         for seed in own["seeds"]:
             rows.append({"seed": seed, "round": 0, "phase": "key exchange", "silo": -1,
@@ -194,10 +227,12 @@ def fake_cells(params: dict, seconds) -> list[pd.DataFrame]:
 
 
 def paper_like(meta, phase, silo, t, impl):
-    """Times shaped as the paper reports: local training ∝ users × params and dominant, aggregation ∝ params."""
+    """Times shaped as the paper reports: local training ∝ users × params and dominant, aggregation ∝ params; the
+    secure mode's local training twice the paper protocol's."""
     slow = 3.0 if impl == "reference" else 1.0
+    secure = 2.0 if meta["security"] == "secure" and phase == "local training" else 1.0
     return {"key exchange": 0.01, "blinded histogram": 0.002 * meta["users"],
-            "local training": slow * 0.001 * meta["users"] * meta["params"] * (1 + 0.1 * silo),
+            "local training": secure * slow * 0.001 * meta["users"] * meta["params"] * (1 + 0.1 * silo),
             "aggregation": 0.001 * meta["params"]}[phase]
 
 
@@ -210,7 +245,8 @@ def verdicts(figure: str, df: pd.DataFrame) -> dict:
 def test_fig11_table_per_run_totals_speedups_and_c_k11():
     params = {**yaml_params("fig11"), "seeds": [0, 1]}
     df = tidy.finalize(table(params, fake_cells(params, paper_like), lambda *a: None), "kato2024", "fig11")
-    row = df[(df["quantity"] == "phase_seconds") & (df["panel"] == "heart100") & (df["implementation"] == "fast")]
+    row = df[(df["quantity"] == "phase_seconds") & (df["panel"] == "heart100") & (df["implementation"] == "fast")
+             & (df["security"] == "paper")]
     lt = row[row["phase"] == "local training"].iloc[0]
     # a silo's local training per run = 3 rounds × 0.001·U·P·(1 + 0.1·s); mean over silos 0..3 and both runs
     assert lt["y"] == pytest.approx(3 * 0.001 * 100 * 14 * np.mean([1, 1.1, 1.2, 1.3]))
@@ -218,10 +254,17 @@ def test_fig11_table_per_run_totals_speedups_and_c_k11():
     agg = row[row["phase"] == "aggregation"].iloc[0]
     assert agg["y"] == pytest.approx(3 * 0.014) and agg["y_std"] == pytest.approx(0.0)
     silo3 = df[(df["quantity"] == "silo_seconds") & (df["panel"] == "heart100") & (df["implementation"] == "fast")
-               & (df["x"] == 3)].iloc[0]
+               & (df["x"] == 3) & (df["security"] == "paper")].iloc[0]
     assert silo3["y"] == pytest.approx(3 * 0.001 * 100 * 14 * 1.3)
     sp = df[(df["quantity"] == "speedup") & (df["phase"] == "local training")]
-    assert len(sp) == 4 and np.allclose(sp["y"], 3.0)
+    assert len(sp) == 8 and np.allclose(sp["y"], 3.0) and set(sp["security"]) == {"paper", "secure"}
+    # the secure mode's cost beside the paper's protocol: local training twice as long, the other phases the same
+    over = df[df["quantity"] == "secure_overhead"]
+    assert len(over) == 4 * 2 * 4 and (over["security"] == "secure/paper").all()
+    lt_over = over[over["phase"] == "local training"]
+    assert np.allclose(lt_over["y"], 2.0) and np.allclose(over.loc[over["phase"] != "local training", "y"], 1.0)
+    fast100 = lt_over[(lt_over["panel"] == "heart100") & (lt_over["implementation"] == "fast")].iloc[0]
+    assert fast100["per_round"] == pytest.approx(lt["per_round"])  # + one paper round's worth per round
     assert verdicts("fig11", df) == {"C-K11": "pass"}
 
     def histogram_dominates(meta, phase, silo, t, impl):
@@ -230,18 +273,28 @@ def test_fig11_table_per_run_totals_speedups_and_c_k11():
     df = table(params, fake_cells(params, histogram_dominates), lambda *a: None)
     assert verdicts("fig11", tidy.finalize(df, "kato2024", "fig11")) == {"C-K11": "fail"}
 
+    def secure_histogram_dominates(meta, phase, silo, t, impl):  # C-K11 is the paper protocol's claim only
+        if meta["security"] == "secure":
+            return histogram_dominates(meta, phase, silo, t, impl)
+        return paper_like(meta, phase, silo, t, impl)
+
+    df = table(params, fake_cells(params, secure_histogram_dominates), lambda *a: None)
+    assert verdicts("fig11", tidy.finalize(df, "kato2024", "fig11")) == {"C-K11": "pass"}
+
 
 def test_fig12_table_sweeps_ratios_and_c_k12():
     params = yaml_params("fig12")
     df = tidy.finalize(table(params, fake_cells(params, paper_like), lambda *a: None), "kato2024", "fig12")
-    ph = df[df["quantity"] == "phase_seconds"]
+    ph = df[(df["quantity"] == "phase_seconds") & (df["security"] == "paper")]
     # the default setting (h = 2, U = 20) appears in both sweeps
     assert sorted(ph.loc[(ph["sweep"] == "params") & (ph["phase"] == "aggregation") & (ph["implementation"] == "fast"),
                          "x"]) == [16, 30, 58, 107]
     assert sorted(ph.loc[(ph["sweep"] == "users") & (ph["phase"] == "aggregation") & (ph["implementation"] == "fast"),
                          "x"]) == [10, 20, 30, 40]
     ratio = df[(df["quantity"] == "last_over_first") & (df["phase"] == "blinded histogram") & (df["sweep"] == "users")]
-    assert np.allclose(ratio["y"], 4.0) and (ratio["x_first"] == 10).all()
+    assert len(ratio) == 4 and np.allclose(ratio["y"], 4.0) and (ratio["x_first"] == 10).all()
+    over = df[(df["quantity"] == "secure_overhead") & (df["phase"] == "local training")]
+    assert len(over) == 2 * (4 + 4) and np.allclose(over["y"], 2.0)  # per sweep point and implementation
     assert verdicts("fig12", df) == {"C-K12": "pass"}
 
     def aggregation_grows_with_users(meta, phase, silo, t, impl):
@@ -276,8 +329,11 @@ def test_report_table_lists_both_implementations_and_the_decryption_check():
     params = {**yaml_params("fig11"), "seeds": [0, 1]}
     md = phase_markdown(table(params, fake_cells(params, paper_like), lambda *a: None), {})
     row = next(line for line in md.splitlines() if line.startswith("| heart100") and "local training" in line)
-    assert "| 3.0× |" in row and row.endswith("| 1.0e-11 |")
-    assert md.count("| tcga10 ") == 4 and "Paillier 3072-bit" in md
+    assert "| paper |" in row and "| 3.0× |" in row and row.endswith("| 1.0e-11 |")
+    secure = next(line for line in md.splitlines()
+                  if line.startswith("| heart100") and "local training | secure" in line)
+    assert "| 2.00× (+" in secure and " / 2.00× (+" in secure  # the secure mode's cost, fast / reference
+    assert md.count("| tcga10 ") == 8 and "Paillier 3072-bit" in md
 
 
 def test_timed_cells_claim_every_local_core_and_other_cells_do_not():

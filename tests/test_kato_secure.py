@@ -1,9 +1,13 @@
-"""kato2024's private weighting protocol (spec §6, dpfl.papers.kato2024.protocol.secure): the decrypted aggregate equals
+"""kato2024's private weighting protocol (dpfl.papers.kato2024.protocol.secure): the decrypted aggregate equals
 the plaintext ULDP-AVG-w messages Σ_s (Σ_u (n_{s,u}/n_u)·clip_C(Δ_{s,u}) + noise_s) within 1e-8 relative (negative
 coordinates and users absent from some silos included), the fast and the reference weighting decrypt alike, the masks
-cancel exactly while every value the server sees is blinded, B_u⁻¹ is correct, and a missing silo stops the round. Most
-tests use a 1024-bit modulus with a record bound of 30 so that they take seconds (L = lcm(1..30) fits with room to
-spare; the arithmetic is the same); one runs the full 3072-bit path with N̄ = 2000."""
+cancel exactly while every value the server sees is blinded, B_u⁻¹ is correct, and a missing silo stops the round.
+Under user-level sampling (-ws) every user gets a fresh ciphertext (Enc(0) when unsampled or without records) and
+silos train every user; the decoded sum stays within (U_a + S)·P/2 of the plaintext one, and a round outside it
+stops. The secure mode: its discrete noise at the paper's scale, re-randomised messages that still decrypt right, a
+256-bit seed and separate subkeys, and what it refuses outside a simulation. Most tests use a 1024-bit modulus with a
+record bound of 30 so that they take seconds (L = lcm(1..30) fits with room to spare; the arithmetic is the same);
+one runs the full 3072-bit path with N̄ = 2000. The attacks on the paper's mode: tests/test_kato_protocol_attacks.py."""
 
 from __future__ import annotations
 
@@ -282,3 +286,187 @@ def test_multi_exp_equals_the_product_of_separate_powmods(U, D, scale):
             want = want * pow(b, abs(e), n2) % n2
         assert int(got[j]) == want, (j, exps[:, j])
     assert [int(v) for v in multi_exp([], np.zeros((0, 3)), n2)] == [1, 1, 1]
+
+
+# ------------------------------------------------------------------------------------------ user-level sampling (-ws)
+
+
+def test_ws_every_user_gets_a_fresh_ciphertext_so_silos_cannot_tell_who_was_sampled():
+    """The server sends a ciphertext for every user, Enc(B_u⁻¹) for the sampled ones and Enc(0) for the others and for
+    users without records (never a cleartext marker): all are elements of Z_{n²}* of the same kind, and every round's
+    are fresh, so what a silo receives is the same whichever users were sampled."""
+    counts, _, _ = federation(S=3, U=6, seed=2)  # user 5 has no records anywhere
+    server, silos, masks = setup(counts, bits=1024, bound=30)
+    n, n2 = server.public.n, server.public.nsquare
+    server.receive_histograms({s.index: s.blinded_histogram(counts[s.index], 0) for s in silos})
+    seen = set()
+    for sampled in ([True, False, True, True, False, True], [False, True, True, False, True, True], [True] * 6):
+        sent = server.encrypted_weights(sampled)
+        assert len(sent) == 6 and all(type(c) is int and 1 < c < n2 and gmpy2.gcd(c, n) == 1 for c in sent)
+        assert not seen & set(sent)  # fresh encryptions: nothing repeats across rounds or users
+        seen |= set(sent)
+        plain = [server._private.raw_decrypt(c) for c in sent]
+        for u in range(6):
+            n_u = int(counts[:, u].sum())
+            want = int(gmpy2.invert(masks[u] * n_u % n, n)) if sampled[u] and n_u else 0
+            assert plain[u] == want, u
+    with pytest.raises(ProtocolError, match="sampling decisions"):
+        server.encrypted_weights([True] * 5)
+
+
+def test_ws_round_trains_every_user_and_weights_the_unsampled_ones_by_zero(monkeypatch):
+    """secure_round under -ws: the silos train all their users (they do not know the sample) and the unsampled users'
+    Enc(0) makes their weight 0: the decrypted sum is the plaintext sum over the sampled users, in both modes. The
+    blinded histogram runs once; the server's broadcast every round."""
+    import dpfl.fl.local
+    from dpfl.fl.gradients import FlatModel
+    from dpfl.models.nets import build_model
+    from dpfl.papers.kato2024.federation import Federation
+    from dpfl.papers.kato2024.methods import BY_ID
+    from dpfl.papers.kato2024.protocol.secure import secure_round
+    from dpfl.papers.kato2024.protocol.security import Security
+
+    rng = np.random.default_rng(0)
+    n = 40
+    run = {"X": rng.normal(size=(n, 13)).astype(np.float32), "y": (rng.random(n) < 0.5).astype(np.int64),
+           "silo": rng.integers(0, 2, n), "user": rng.integers(0, 6, n)}
+    fed = Federation.build([run], 2, 6, "user", 4, "cpu")
+    fm = FlatModel(build_model("heart_logistic", 0, dtype=torch.float64), "bce")
+    theta = fm.initial().double()
+    for bkt in fed.buckets:
+        bkt.X = bkt.X.double()
+    hyper = BY_ID["uldp_avg_w"].hyper_params({"eta_g": 10.0, "eta_l": 0.001, "epochs": 2, "clip": 0.1})
+    trained = []
+    real = dpfl.fl.local.local_sgd
+    monkeypatch.setattr(dpfl.fl.local, "local_sgd", lambda fm_, start, part, **kw: trained.append(len(part.pairs))
+                        or real(fm_, start, part, **kw))
+    for security in (Security("paper"), Security("secure", simulation=True)):
+        server = Server(2, bits=1024, record_bound=64, security=security)
+        masks = user_masks(b"seed", 6, server.public.n)
+        silos = [Silo(s, server.public, {1 - s: b"k" * 32}, masks, record_bound=64, security=security)
+                 for s in range(2)]
+        state, times = {}, {}
+        for round_, sampled in enumerate(([True, True, False, True, False, True], [False] * 5 + [True])):
+            trained.clear()
+            new, plain = secure_round(theta, fed, fm, hyper, noise_std=0.5, batch=4,
+                                      gen=torch.Generator().manual_seed(1), server=server, silos=silos,
+                                      round_=round_, q=0.5, sampled=np.array(sampled), times=times, state=state)
+            assert sum(trained) == len(fed.silo)  # every (silo, user) pair trained
+            want = theta + 10.0 / (6 * 2 * 0.5) * torch.as_tensor(plain)
+            assert torch.allclose(new, want, rtol=1e-8, atol=1e-9)
+        assert len(times["blinded histogram"]) == 2 and len(times["local training"]) == 4
+
+
+# ------------------------------------------------------------------------------------------ the decoding error bound
+
+
+def test_decoding_check_at_its_edge():
+    from dpfl.papers.kato2024.protocol.secure import check_decoding, decoding_error_bound
+
+    plain = np.array([0.3, -1.7, 2.5])
+    bound = decoding_error_bound(4, 3)
+    assert bound == pytest.approx(7 * 1e-10 / 2)
+    assert check_decoding(plain + np.array([0, bound * (1 - 1e-6), 0]), plain, 4, 3) == pytest.approx(bound, rel=1e-5)
+    with pytest.raises(ProtocolError, match=r"coordinate 1 decodes .* above the bound \(U_a \+ S\)·P/2 = \(4 \+ 3\)"):
+        check_decoding(plain - np.array([0, bound * (1 + 1e-6), 0]), plain, 4, 3)
+
+
+def test_decoding_error_reaches_the_bound_when_every_rounding_is_half_a_unit_and_one_more_unit_breaks_it():
+    """Updates and noise at k + 0.499 encoding units: every ⌊·⌉ is off by 0.499, so the decoded sum is 0.499·(U_a + S)
+    units from the plaintext one, just inside (U_a + S)/2; a message one unit (P) further, in the same direction, is
+    outside and stops the round."""
+    from dpfl.papers.kato2024.protocol.secure import check_decoding, decoding_error_bound
+
+    counts, _, _ = federation(S=3, U=5, D=4)  # user 4 has no records: U_a = 4
+    k = np.random.default_rng(7).integers(10**6, 10**8, size=(3, 5, 4))
+    clipped = (k + 0.499) * 1e-10
+    noise = (k[:, 0, :] + 0.499) * 1e-10
+    server, silos, _ = setup(counts, bits=1024, bound=30)
+    got, _, msgs = run_round(server, silos, counts, clipped, noise)
+    want = plaintext(counts, clipped, noise).sum(0)
+    active = int((counts.sum(0) > 0).sum())
+    err = check_decoding(got, want, active, 3)
+    assert err == pytest.approx(0.499 * (active + 3) * 1e-10, rel=1e-3) and err < decoding_error_bound(active, 3)
+    n, n2 = server.public.n, server.public.nsquare
+    msgs[0][2] = msgs[0][2] * (1 + n * (n - server.L)) % n2  # silo 0's coordinate 2 minus one unit (L·1 encoded)
+    with pytest.raises(ProtocolError, match="coordinate 2 decodes"):
+        check_decoding(server.aggregate(msgs), want, active, 3)
+
+
+# ------------------------------------------------------------------------------------------ the secure mode
+
+
+def test_secure_mode_decrypts_to_the_plaintext_with_its_discrete_noise_and_re_randomised_messages():
+    from dpfl.papers.kato2024.protocol.security import Security
+
+    counts, clipped, _ = federation()
+    secure = Security("secure", simulation=True)
+    server = Server(3, bits=1024, record_bound=30, security=secure)
+    masks = user_masks(b"mask-seed", 5, server.public.n)
+    keys = {(a, b): bytes([a, b]) * 16 for a in range(3) for b in range(3) if a < b}
+    silos = [Silo(s, server.public, {o: keys[min(s, o), max(s, o)] for o in range(3) if o != s}, masks,
+                  record_bound=30, security=secure) for s in range(3)]
+    noise = np.stack([s.draw_noise(0.05, 3, 4) for s in silos])
+    assert noise.dtype == np.int64
+    for reference in (False, True):
+        got, _, msgs = run_round(server, silos, counts, clipped, noise, reference=reference)
+        want = plaintext(counts, clipped, noise * 1e-10).sum(0)
+        assert np.allclose(got, want, rtol=1e-8, atol=1e-9)
+        again = {s.index: s.weighted_message(counts[s.index], clipped[s.index], noise[s.index],
+                                             server.encrypted_weights(), 0, reference=reference) for s in silos}
+        assert all(set(msgs[s]).isdisjoint(again[s]) for s in msgs)  # the same inputs, fresh ciphertexts
+
+
+def test_secure_noise_has_the_papers_scale_in_the_models_units():
+    """Silo s's discrete Gaussian is drawn in the encoding's units at σ_int = std/(√S·P): decoded (×P) its std is the
+    paper's std/√S (2,000 draws: within ≈ 5 standard errors of the variance)."""
+    from dpfl.papers.kato2024.protocol.security import Security
+
+    server = Server(2, bits=1024, record_bound=30, security=Security("secure", simulation=True))
+    silo = Silo(0, server.public, {1: b"k" * 32}, [1, 1], record_bound=30, security=server.security)
+    draws = silo.draw_noise(0.5, 4, 2000) * 1e-10
+    assert abs(draws.mean()) < 5 * 0.25 / np.sqrt(2000)
+    assert draws.var() == pytest.approx(0.5**2 / 4, rel=5 * np.sqrt(2 / 2000))
+    with pytest.raises(ProtocolError, match="paper's mode"):
+        Silo(0, server.public, {1: b"k" * 32}, [1, 1], record_bound=30).draw_noise(0.5, 4, 2)
+
+
+def test_secure_key_exchange_256_bit_seed_and_separate_subkeys():
+    """The secure mode: R has 32 bytes, every silo recovers it, the server relays R ⊕ pad with a pad subkey that is not
+    the masks' key; the paper's mode: R has 4 bytes from the seeded stream and the pad is the masks' key's first 4."""
+    from dpfl.papers.kato2024.protocol.secure import key_exchange
+    from dpfl.papers.kato2024.protocol.security import Security
+
+    keys, seeds, relayed = key_exchange(3, security=Security("secure"))
+    assert len(set(seeds)) == 1 and len(seeds[0]) == 32
+    pad = bytes(a ^ b for a, b in zip(relayed["seed"][1], seeds[0]))  # what silos 0 and 1 padded R with
+    assert len(pad) == 32 and pad != keys[0][1] and pad != keys[1][0]
+    keys, seeds, relayed = key_exchange(3, np.random.default_rng(0))
+    pad = bytes(a ^ b for a, b in zip(relayed["seed"][1], seeds[0]))
+    assert len(seeds[0]) == 4 and pad == keys[0][1][:4]
+    again, _, _ = key_exchange(3, np.random.default_rng(0))
+    assert again[0][1] != keys[0][1]
+    assert key_exchange(2, np.random.default_rng(0))[1][0] == seeds[0]  # the paper's R: the seeded stream's
+    with pytest.raises(ValueError, match="seeded stream"):
+        key_exchange(2)
+
+
+def test_secure_mode_refuses_small_keys_chosen_primes_and_seeded_secrets_outside_a_simulation():
+    import random
+
+    from dpfl.papers.kato2024.protocol.security import Security
+
+    secure = Security("secure")
+    with pytest.raises(ValueError, match=r"refuses a 1024-bit Paillier key \(key_bits < 3072\).*simulation: true"):
+        Server(2, bits=1024, record_bound=30, security=secure)
+    with pytest.raises(ValueError, match="chosen primes are accepted only in a simulation"):
+        Server(2, record_bound=30, security=secure, primes=(1000003, 1000033))
+    with pytest.raises(ValueError, match="seeded generator is accepted only in a simulation"):
+        secure.secret_source(random.Random(0))
+    assert isinstance(secure.secret_source(), random.SystemRandom)
+    sim = Security("secure", simulation=True)
+    assert sim.secret_source(random.Random(0)).random() == random.Random(0).random()
+    with pytest.raises(TypeError, match="random.Random"):
+        sim.secret_source(np.random.default_rng(0))
+    with pytest.raises(ValueError, match="not one of paper, secure"):
+        Security("strong")

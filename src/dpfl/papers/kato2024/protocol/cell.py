@@ -1,7 +1,8 @@
 """One cell of kato2024 Figs 11 and 12: ULDP-AVG-w through the private weighting protocol
 (dpfl.papers.kato2024.protocol.secure: Paillier + Diffie-Hellman + blinded histograms + secure aggregation, separate
-parties) for every run (seed) and round of one setting with one implementation of the silos' encrypted weighting,
-each phase timed with perf_counter, single-threaded:
+parties) for every run (seed) and round of one setting with one implementation of the silos' encrypted weighting and
+one security level (the paper's protocol, or the secure mode: dpfl.papers.kato2024.protocol.security), each phase
+timed with perf_counter, single-threaded:
   key exchange        once per run (the silos' DH key generation and the server's Paillier keys are not timed)
   blinded histogram   once per run (-w: the histograms do not change between rounds)
   local training      per silo and round: its users' local SGD, clipping, encoding and encrypted weighting
@@ -18,6 +19,7 @@ import numpy as np
 
 from dpfl.fl.engine import Evaluation, RoundRule
 from dpfl.papers.kato2024.protocol.layout import is_fig11, panel_allocation
+from dpfl.papers.kato2024.protocol.security import Security
 
 
 class SecureRounds(RoundRule, Evaluation):
@@ -81,6 +83,21 @@ def artificial_run(params: dict, users: int, seed: int, streams) -> dict:
             "user": user[keep], "dropped": int((~keep).sum())}
 
 
+def protocol_parties(p: dict, S: int, U: int, rng, times: dict) -> tuple:
+    """The server and the S silos of one run after the key exchange (appended to times["key exchange"]), at the
+    cell's security level (`p`: the cell's params). The paper's mode draws R from `rng`, the run's seeded stream (as
+    this reproduction always has, so the paper's timings keep their numbers); the secure mode never gives it `rng`:
+    R comes from `secrets`. Key generation is not timed."""
+    from dpfl.papers.kato2024.protocol.secure import Server, Silo, key_exchange, user_masks
+
+    security, bound = Security.of_cell(p), int(p["record_bound"])
+    server = Server(S, bits=int(p["key_bits"]), record_bound=bound, security=security)
+    keys, shared, _ = key_exchange(S, None if security.secure else rng, times, security)
+    silos = [Silo(s, server.public, keys[s], user_masks(shared[s], U, server.public.n), record_bound=bound,
+                  security=security) for s in range(S)]
+    return server, silos
+
+
 def cpu_name() -> str:
     """The CPU model (Linux /proc/cpuinfo), else platform.processor()."""
     import platform
@@ -106,17 +123,18 @@ def run_cell(job, inputs: dict, log):
     from dpfl.models.nets import build_model
     from dpfl.papers.kato2024.federation import Federation
     from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
-    from dpfl.papers.kato2024.protocol.secure import Server, Silo, key_exchange, user_masks
     from dpfl.papers.kato2024.streams import Streams
     from dpfl.papers.kato2024.tasks import TASKS, load_run_data
     from dpfl.seeds import torch_generator
 
     p = job.params
-    torch.set_num_threads(1)  # spec §7: timings single-threaded
+    torch.set_num_threads(1)  # the paper's timings are single-threaded
     device = resolve_device("cpu")  # the protocol's arithmetic is on the CPU; so is the (tiny) local training
     method = BY_ID["uldp_avg_w"]
     impl, T, hyper = p["implementation"], int(p["rounds"]), method.hyper_params(p["hyper"])
     sigma, delta, bits = float(p["sigma"]), float(p["delta"]), int(p["key_bits"])
+    security = Security.of_cell(p)
+    security.check_key_bits(bits)
     streams = Streams(job.seed)
     if is_fig11(p):
         panel = p["panel"]
@@ -131,8 +149,9 @@ def run_cell(job, inputs: dict, log):
         setting = f"h{int(p['hidden'])}-U{U}"
         meta = {"panel": setting, "dataset": dataset, "distribution": "uniform", "hidden": int(p["hidden"])}
     dim = FlatModel(build_model(model, 0), loss).dim
-    log(f"{setting} ({impl} weighting): {len(p['seeds'])} run(s) × {T} round(s), U = {U}, S = {S}, {dim} params, "
-        f"{bits}-bit Paillier, optimizer {p['optimizer']}, 1 thread, CPU {cpu_name()}")
+    log(f"{setting} ({impl} weighting, security {security.level}{', a simulation' if security.simulation else ''}): "
+        f"{len(p['seeds'])} run(s) × {T} round(s), U = {U}, S = {S}, {dim} params, {bits}-bit Paillier, "
+        f"optimizer {p['optimizer']}, 1 thread, CPU {cpu_name()}")
 
     rows, checks, dropped = [], [], []
     progress = Progress(len(p["seeds"]) * len(progress_rounds(T)), log, setting)
@@ -155,10 +174,7 @@ def run_cell(job, inputs: dict, log):
         rng = streams.protocol(setting, seed)
         gen = torch_generator(rng)
         times: dict = {}
-        server = Server(S, bits=bits, record_bound=int(p["record_bound"]))  # key generation: not timed
-        keys, shared, _ = key_exchange(S, rng, times)
-        silos = [Silo(s, server.public, keys[s], user_masks(shared[s], U, server.public.n),
-                      record_bound=int(p["record_bound"])) for s in range(S)]
+        server, silos = protocol_parties(p, S, U, rng, times)
         rows.append({"seed": seed, "round": 0, "phase": "key exchange", "silo": -1,
                      "seconds": times.pop("key exchange")[0], "full_exponentiations": 0})
         rounds = SecureRounds(fed, fm, hyper, noise_std=method.round_noise_std(sigma, hyper.clip), batch=B, gen=gen,
@@ -177,7 +193,8 @@ def run_cell(job, inputs: dict, log):
     df = pd.DataFrame(rows)
     nominal, certified = epsilon_curves(method, T, sigma, delta, q=1.0, silo_records=np.ones(S, int), batch=B,
                                         epochs=hyper.epochs, group_k=1)
-    df = df.assign(**meta, users=U, silos=S, params=dim, implementation=impl, optimizer=p["optimizer"],
+    df = df.assign(**meta, users=U, silos=S, params=dim, implementation=impl, security=security.level,
+                   simulation=security.simulation, optimizer=p["optimizer"],
                    key_bits=bits, rounds=T, threads=1, device=describe(device), cpu=cpu_name(),
                    decrypted_rel_err=max(checks), eps=float(nominal[-1]), eps_certified=float(certified[-1]),
                    records_dropped=int(sum(dropped)))

@@ -1,10 +1,12 @@
-"""kato2024's private weighting protocol (spec §6), the parties and the messages they exchange.
+"""kato2024's private weighting protocol (docs/papers/kato2024.md, 'The private weighting protocol'), the parties
+and the messages they exchange.
 
 ULDP-AVG-w weights user u's clipped update in silo s by n_{s,u}/n_u, where n_u = Σ_s n_{s,u} is private to no single
 silo. The protocol lets the server aggregate Σ_s Σ_u (n_{s,u}/n_u)·clip(Δ_{s,u}) + noise without anyone learning the
 histograms or a silo's message:
 - every silo blinds its histogram with per-user masks r_u (shared by the silos, unknown to the server) and pairwise
-  secure-aggregation masks; the server only learns B_u = r_u·n_u, and broadcasts Enc(B_u⁻¹) (Paillier);
+  secure-aggregation masks; the server only learns B_u = r_u·n_u, and broadcasts Enc(B_u⁻¹) (Paillier), Enc(0) for
+  a user with no records and, under user-level sampling (-ws), for every user it did not sample;
 - silo s turns it into c_u = Enc(B_u⁻¹)^{n_{s,u}·r_u·L} = Enc(L·n_{s,u}/n_u) (L = lcm(1..N̄) makes it an integer),
   raises c_u to each encoded coordinate ⌊Δ/P⌉ of its users' updates, multiplies over users, adds its encoded noise
   and pairwise masks in plaintext;
@@ -26,8 +28,20 @@ Two implementations of the silo's weighting (`Silo.weighted_message`) decrypt to
 
 Key exchange (`key_exchange`): every silo makes a Diffie–Hellman key pair in the RFC 3526 3072-bit MODP group 15
 (`cryptography`), the server relays the public keys, every pair of silos derives its shared key with HKDF-SHA256, and
-silo 0 sends a random 32-bit seed R to every other silo as R ⊕ K_{0,s} through the server; the per-user masks r_u
-derive from R. The server relays only public keys and one-time-padded seeds.
+silo 0 sends a random seed R to every other silo as R ⊕ K_{0,s} through the server; the per-user masks r_u derive
+from R. The server relays only public keys and one-time-padded seeds. The public keys are not authenticated: the
+parties are semi-honest (they follow the protocol), and a server that swapped them could read the seeds.
+
+Security levels (`Security`; docs/papers/kato2024.md, 'Security of the private weighting protocol'):
+- `paper`, the paper's protocol and its published code, which the figures time: the noise and the masks enter a
+  silo's ciphertext only through (1+n)^{…} ≡ 1 mod n and nothing re-randomises it, so the server, which knows p and
+  q, can read a silo's noise-free updates from the ciphertext mod n; R has 32 bits and, in this reproduction, comes
+  from the run's seeded stream, so anyone with the configuration recomputes R, every r_u and so every n_u
+  (tests/test_kato_protocol_attacks.py does both);
+- `secure`: every ciphertext a silo sends is multiplied by a fresh r^n mod n², R has 256 bits from `secrets`, the pad
+  of R and the pairwise masks use separate HKDF subkeys, each silo draws its noise as an exact discrete Gaussian from
+  its own CSPRNG (`Silo.draw_noise`), and keys under 3072 bits or a seeded generator for these secrets are refused
+  unless the run declares itself a simulation.
 """
 
 from __future__ import annotations
@@ -35,13 +49,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import random
 import warnings
 from collections.abc import Sequence
+from fractions import Fraction
 
 import gmpy2
 import numpy as np
 
-#: spec §6: the precision of the fixed-point encoding and the bound on a user's records that L covers
+from dpfl.papers.kato2024.protocol.security import PAPER, SECURE_SEED_BYTES, Security
+from dpfl.privacy.discrete_gaussian import discrete_gaussians
+
+#: the paper's precision of the fixed-point encoding and bound on a user's records that L covers
 PRECISION = 1e-10
 RECORD_BOUND = 2000
 
@@ -65,6 +84,8 @@ class ProtocolError(RuntimeError):
     """A round cannot complete correctly (e.g. a silo dropped out): it stops instead of producing a wrong model."""
 
 
+
+
 def lcm_bound(record_bound: int = RECORD_BOUND) -> int:
     """L = lcm(1..N̄): L·n_{s,u}/n_u is an integer for every n_u ≤ N̄."""
     return math.lcm(*range(1, record_bound + 1))
@@ -73,6 +94,15 @@ def lcm_bound(record_bound: int = RECORD_BOUND) -> int:
 def encode(values: np.ndarray, precision: float = PRECISION) -> list[int]:
     """⌊x/P⌉ as exact signed integers."""
     return [int(v) for v in np.rint(np.asarray(values, dtype=np.float64) / precision)]
+
+
+def encode_noise(noise, precision: float = PRECISION) -> list[int]:
+    """A silo's noise in the encoding: real values (the paper's float Gaussian) as ⌊z/P⌉; an integer array (the secure
+    mode's discrete Gaussian, `Silo.draw_noise`) is in the encoding's units already."""
+    noise = np.asarray(noise)
+    if np.issubdtype(noise.dtype, np.integer):
+        return [int(v) for v in noise]
+    return encode(noise, precision)
 
 
 def decode(v: int, n: int) -> int:
@@ -160,8 +190,8 @@ def multi_exp(bases: Sequence, exps: np.ndarray, modulus) -> list:
 
 
 class DhParty:
-    """One silo's side of the key exchange: a DH key pair in group 15; `pair_key` derives the key shared with a peer
-    from the peer's public value (HKDF-SHA256 over the DH secret, bound to both silo indices)."""
+    """One silo's side of the key exchange: a DH key pair in group 15; `pair_keys` derives the keys shared with a peer
+    from the peer's public value (HKDF-SHA256 over the DH secret, bound to both silo indices and to the key's use)."""
 
     def __init__(self, index: int):
         from cryptography.hazmat.primitives.asymmetric import dh
@@ -172,7 +202,11 @@ class DhParty:
             self._private = self._params.generate_private_key()
         self.public = self._private.public_key().public_numbers().y  # what the server relays
 
-    def pair_key(self, other: int, other_public: int) -> bytes:
+    def pair_keys(self, other: int, other_public: int, uses: Sequence[str] = ("pair",)) -> dict[str, bytes]:
+        """{use: 32-byte key} shared with silo `other`, one HKDF-SHA256 derivation per use from one DH secret, each
+        with its own info label ("dpfl kato2024 <use> key <a>-<b>"), so that keys of different uses are independent.
+        The paper's mode uses one key ("pair") for the pad of R and the pairwise masks; the secure mode "pad" and
+        "mask"."""
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import dh
         from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -181,55 +215,88 @@ class DhParty:
             peer = dh.DHPublicNumbers(other_public, self._params.parameter_numbers()).public_key()
             secret = self._private.exchange(peer)
         a, b = sorted((self.index, other))
-        info = f"dpfl kato2024 pair key {a}-{b}".encode()
-        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(secret)
+        return {use: HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                          info=f"dpfl kato2024 {use} key {a}-{b}".encode()).derive(secret) for use in uses}
+
+    def pair_key(self, other: int, other_public: int) -> bytes:
+        """The paper's mode's one key per pair of silos (for the pad of R and the pairwise masks)."""
+        return self.pair_keys(other, other_public)["pair"]
 
 
 @contextlib.contextmanager
 def _ffdh():
-    """`cryptography` warns that finite-field DH is deprecated; the spec's protocol uses it (RFC 3526 group 15)."""
+    """`cryptography` warns that finite-field DH is deprecated; the paper's protocol uses it (RFC 3526 group 15)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Diffie-Hellman over finite fields")
         yield
 
 
-def key_exchange(n_silos: int, rng: np.random.Generator, times: dict | None = None
+def key_exchange(n_silos: int, rng: np.random.Generator | None = None, times: dict | None = None,
+                 security: Security = PAPER, secret_rng: random.Random | None = None
                  ) -> tuple[list[dict[int, bytes]], list[bytes], dict]:
-    """Setup steps 1–3 of spec §6 for `n_silos` silos: the pair keys of every silo ({other: key}), the 32-bit seed
-    every silo recovers, and what the server relayed (public values and padded seeds). Silo 0 draws R from `rng`.
-    The silos' DH key generation is not timed (spec §6); the exchange (relaying, deriving the pair keys, sending and
-    recovering R) is appended to times["key exchange"] when `times` is given."""
+    """Setup steps (1)(a)–(c) of the paper's protocol for `n_silos` silos: the mask keys of every silo ({other: key}),
+    the seed R every silo recovers, and what the server relayed (public values and padded seeds).
+    Paper's mode: silo 0 draws a 32-bit R from `rng` (the run's seeded stream) and pads it with the first 32 bits of
+    the pair key, which also seeds the pairwise masks. Secure mode: R has 256 bits from `secrets` (or `secret_rng`,
+    in a simulation only; `rng` is not used), padded with a "pad" subkey and the masks seeded by a "mask" subkey.
+    The silos' DH key generation is not timed (as in the paper); the exchange (relaying, deriving the pair keys, sending
+    and recovering R) is appended to times["key exchange"] when `times` is given."""
     import time
 
     parties = [DhParty(s) for s in range(n_silos)]
     tick = time.perf_counter()
     relayed = {"public": {p.index: p.public for p in parties}}
-    keys = [{o: p.pair_key(o, relayed["public"][o]) for o in range(n_silos) if o != p.index} for p in parties]
-    R = int(rng.integers(0, 2**32)).to_bytes(4, "big")
-    pad = lambda key: bytes(a ^ b for a, b in zip(R, key[:4]))  # noqa: E731  R ⊕ K_{0,s} (first 32 bits of the key)
-    relayed["seed"] = {s: pad(keys[0][s]) for s in range(1, n_silos)}
-    seeds = [R] + [bytes(a ^ b for a, b in zip(relayed["seed"][s], keys[s][0][:4])) for s in range(1, n_silos)]
+    uses = ("pad", "mask") if security.secure else ("pair",)
+    derived = [{o: p.pair_keys(o, relayed["public"][o], uses) for o in range(n_silos) if o != p.index}
+               for p in parties]
+    keys = [{o: k[uses[-1]] for o, k in d.items()} for d in derived]  # the pairwise masks' keys
+    pads = [{o: k[uses[0]] for o, k in d.items()} for d in derived]
+    if security.secure:
+        R = security.secret_source(secret_rng).getrandbits(8 * SECURE_SEED_BYTES).to_bytes(SECURE_SEED_BYTES, "big")
+    else:
+        if rng is None:
+            raise ValueError("security: paper draws R from the run's seeded stream: pass `rng`")
+        R = int(rng.integers(0, 2**32)).to_bytes(4, "big")
+
+    def xor(a: bytes, b: bytes) -> bytes:  # R ⊕ K_{0,s} (the key's first len(R) bytes)
+        return bytes(x ^ y for x, y in zip(a, b[: len(a)]))
+
+    relayed["seed"] = {s: xor(R, pads[0][s]) for s in range(1, n_silos)}
+    seeds = [R] + [xor(relayed["seed"][s], pads[s][0]) for s in range(1, n_silos)]
     if times is not None:
         times.setdefault("key exchange", []).append(time.perf_counter() - tick)
     return keys, seeds, relayed
 
 
 class Server:
-    """Holds the Paillier private key; sees only blinded histograms and encrypted, masked messages."""
+    """Holds the Paillier private key; sees only blinded histograms and encrypted, masked messages. `primes`: a chosen
+    key (p, q) instead of a fresh one (tests; the secure mode accepts it only in a simulation)."""
 
-    def __init__(self, n_silos: int, bits: int = 3072, record_bound: int = RECORD_BOUND):
+    def __init__(self, n_silos: int, bits: int = 3072, record_bound: int = RECORD_BOUND, security: Security = PAPER,
+                 primes: tuple[int, int] | None = None):
         import phe
 
-        self.public, self._private = phe.generate_paillier_keypair(n_length=bits)
+        if primes is None:
+            security.check_key_bits(bits)
+            self.public, self._private = phe.generate_paillier_keypair(n_length=bits)
+        else:
+            p, q = (int(x) for x in primes)
+            bits = (p * q).bit_length()
+            security.check_chosen_key()
+            security.check_key_bits(bits)
+            self.public = phe.PaillierPublicKey(p * q)
+            self._private = phe.PaillierPrivateKey(self.public, p, q)
+        self.security = security
         self.n_silos, self.L, self.record_bound = n_silos, lcm_bound(record_bound), record_bound
         n = self.public.n
         if (self.L * 10 ** 12).bit_length() >= n.bit_length() - 2:
             raise ValueError(f"a {bits}-bit modulus cannot hold L = lcm(1..{record_bound}) ({self.L.bit_length()} "
                              f"bits) times the encoded values; use a larger modulus or a smaller record bound")
+        self._inverse: list[int] | None = None
 
-    def inverse_weights(self, histograms: dict[int, Sequence[int]]) -> list[int | None]:
-        """Enc(B_u⁻¹) per user from every silo's blinded histogram (None for a user with no records anywhere).
-        A missing silo leaves its masks uncancelled, so the round stops here."""
+    def receive_histograms(self, histograms: dict[int, Sequence[int]]) -> None:
+        """B_u = Σ_s h_{s,u} = r_u·n_u from every silo's blinded histogram, and B_u⁻¹ mod n (0 for a user with no
+        records anywhere, B_u = 0). A missing silo leaves its masks uncancelled, so the round stops here."""
         missing = sorted(set(range(self.n_silos)) - set(histograms))
         if missing:
             raise ProtocolError(f"blinded histogram missing from silo(s) {missing}: the pairwise masks cannot cancel, "
@@ -238,11 +305,26 @@ class Server:
         sizes = {len(h) for h in histograms.values()}
         if len(sizes) != 1:
             raise ProtocolError(f"blinded histograms of different lengths {sorted(sizes)}")
-        out = []
-        for u in range(sizes.pop()):
-            B = sum(h[u] for h in histograms.values()) % n
-            out.append(None if B == 0 else self.public.raw_encrypt(int(gmpy2.invert(B, n))))
-        return out
+        sums = [sum(h[u] for h in histograms.values()) % n for u in range(sizes.pop())]
+        self._inverse = [int(gmpy2.invert(B, n)) if B else 0 for B in sums]
+
+    def encrypted_weights(self, sampled: Sequence[bool] | None = None) -> list[int]:
+        """What the server broadcasts (the paper's step (2)(a)): a fresh Enc(B_u⁻¹) per user, and Enc(0) for a user
+        with no records anywhere and, under user-level sampling (-ws: `sampled` (U,) bool, drawn by the server), for
+        every user not sampled. Every entry is a fresh Paillier encryption (a random r^n) of the same size, so a silo
+        cannot tell a sampled user from an unsampled one, nor one with records elsewhere from one without."""
+        if self._inverse is None:
+            raise ProtocolError("no blinded histograms received yet")
+        if sampled is not None and len(sampled) != len(self._inverse):
+            raise ProtocolError(f"{len(sampled)} sampling decisions for {len(self._inverse)} users")
+        return [self.public.raw_encrypt(b if sampled is None or sampled[u] else 0)
+                for u, b in enumerate(self._inverse)]
+
+    def inverse_weights(self, histograms: dict[int, Sequence[int]],
+                        sampled: Sequence[bool] | None = None) -> list[int]:
+        """`receive_histograms`, then `encrypted_weights`."""
+        self.receive_histograms(histograms)
+        return self.encrypted_weights(sampled)
 
     def aggregate(self, messages: dict[int, Sequence[int]], precision: float = PRECISION) -> np.ndarray:
         """Σ_s message_s decrypted: multiply the silos' ciphertexts (their pairwise masks cancel), decrypt, decode
@@ -271,14 +353,45 @@ class Server:
 
 class Silo:
     """One silo: its users' record counts and clipped updates stay here; it sends a blinded histogram and an
-    encrypted, masked message. `pair_keys`: a key shared with every other silo; `masks`: the per-user r_u.
+    encrypted, masked message. `pair_keys`: a key shared with every other silo (the masks' keys); `masks`: the
+    per-user r_u. `security`: the protocol's level; in the secure mode the silo holds its own CSPRNG (`secret_rng`,
+    default a fresh `secrets.SystemRandom()`; a seeded one only in a simulation) for its noise and re-randomisers.
     `full_exponentiations`: how many full-size (≈ log2 n-bit exponent) modular exponentiations mod n² its last
-    weighted message took, the hardware-independent cost of the weighting (small-exponent products not counted)."""
+    weighted message took, the hardware-independent cost of the weighting (small-exponent products not counted; the
+    secure mode's re-randomisation adds one per coordinate)."""
 
     def __init__(self, index: int, public, pair_keys: dict[int, bytes], masks: Sequence[int],
-                 record_bound: int = RECORD_BOUND):
+                 record_bound: int = RECORD_BOUND, security: Security = PAPER,
+                 secret_rng: random.Random | None = None):
         self.index, self.public, self.pair_keys, self.masks = index, public, dict(pair_keys), list(masks)
         self.L = lcm_bound(record_bound)
+        self.security = security
+        self._rng = security.secret_source(secret_rng) if security.secure else None
+        self.full_exponentiations = 0
+
+    def draw_noise(self, round_std: float, n_silos: int, dim: int, precision: float = PRECISION) -> np.ndarray:
+        """The secure mode's noise of this silo, (D,) integers in the encoding's units: exact draws of the discrete
+        Gaussian N_Z(0, σ_int²) with σ_int² = round_std²/(S·P²), from this silo's own CSPRNG
+        (dpfl.privacy.discrete_gaussian, Canonne, Kamath and Steinke 2020).
+        The scale: the paper's mode adds a real z ~ N(0, round_std²/S) as the integer ⌊z/P⌉ (times L, like every
+        encoded value), which the server decodes back to ≈ z; drawing that integer directly from N_Z(0, σ_int²) gives
+        the decoded noise k·P the same variance round_std²/S (the discrete Gaussian's variance is ≤ σ_int² and within
+        10⁻¹² of it for σ_int ≥ 1), with no floating-point rounding of the noise. Summed over the S silos the round's
+        noise has variance round_std² = (σC)², as the accountant assumes (docs/papers/kato2024.md, 'Security of the
+        private weighting protocol', says why a sum of discrete Gaussians is as private here)."""
+        if not self.security.secure:
+            raise ProtocolError("the paper's mode draws the silos' noise from the run's generator, not here")
+        sigma2 = Fraction(round_std) ** 2 / (n_silos * Fraction(precision) ** 2)
+        return np.array(discrete_gaussians(sigma2, dim, self._rng), dtype=np.int64)
+
+    def _obfuscator(self):
+        """A fresh r^n mod n² (r uniform in Z_n*, from this silo's CSPRNG): multiplying a ciphertext by it leaves the
+        plaintext and makes the ciphertext a uniformly random encryption of it."""
+        n = self.public.n
+        while True:
+            r = self._rng.randrange(1, n)
+            if math.gcd(r, n) == 1:
+                return gmpy2.powmod(gmpy2.mpz(r), n, self.public.nsquare)
 
     def blinded_histogram(self, counts: Sequence[int], round_: int) -> list[int]:
         """h_{s,u} = n_{s,u}·r_u + Σ_{s'} ±mask mod n, for every user id (0 records: only masks)."""
@@ -287,10 +400,13 @@ class Silo:
         return [(int(c) * r + m) % n for c, r, m in zip(counts, self.masks, pair)]
 
     def weighted_message(self, counts: Sequence[int], clipped: np.ndarray, noise: np.ndarray,
-                         enc_inverse: Sequence[int | None], round_: int, precision: float = PRECISION,
+                         enc_inverse: Sequence[int], round_: int, precision: float = PRECISION,
                          reference: bool = False, tensor_sizes: Sequence[int] | None = None) -> list[int]:
-        """Enc(Σ_u L·(n_{s,u}/n_u)·⌊Δ_u/P⌉ + L·⌊z/P⌉) per coordinate, masked: `clipped` (U, D) the users' clipped
-        updates (rows of users without records here are ignored), `noise` (D,) this silo's Gaussian noise.
+        """Enc(Σ_u L·(n_{s,u}/n_u)·⌊Δ_u/P⌉ + L·ζ) per coordinate, masked: `clipped` (U, D) the users' clipped
+        updates (rows of users without records here are ignored), `noise` (D,) this silo's noise: real values (the
+        paper's Gaussian z, encoded ζ = ⌊z/P⌉) or integers in the encoding's units (the secure mode's `draw_noise`).
+        A user the server did not sample (-ws) is weighted like any other: its Enc(0) makes its c_u an encryption of
+        0, so the silo never learns the sampling. In the secure mode every ciphertext sent is re-randomised.
 
         Both paths need c_u = Enc(B_u⁻¹)^{n_{s,u}·r_u·L mod n}, one full-size exponentiation per user (r_u is a
         random element of Z_n: nothing smaller gives the same plaintext). `reference` follows the published code's
@@ -328,15 +444,18 @@ class Silo:
                             self.public.nsquare)
 
     def _enc_inverse(self, u: int, enc_inv: int | None) -> int:
-        """Enc(B_u⁻¹) of a user with records here; None means the histograms disagree, so the round stops."""
+        """Enc(B_u⁻¹) of a user with records here (the server sends a ciphertext for every user: a missing one stops
+        the round)."""
         if enc_inv is None:
-            raise ProtocolError(f"silo {self.index}: user {u} has records but no Enc(B_u⁻¹) (histograms disagree)")
+            raise ProtocolError(f"silo {self.index}: user {u} has records but no Enc(B_u⁻¹) from the server")
         return enc_inv
 
     def _reference_message(self, counts, clipped, noise, enc_inverse, round_, precision, tensor_sizes) -> list[int]:
         """The published code's weighting (its SecureLocalTrainer.secure_weighting and _sum_params): per user and
         parameter tensor c_u = ((Enc(B_u⁻¹)·n_{s,u})·r_u)·L, then ⌊Δ/P⌉ mod n times c_u per coordinate, summed over
-        users, all as phe EncryptedNumber arithmetic on a public key with max_int = n − 1 (as published)."""
+        users, all as phe EncryptedNumber arithmetic on a public key with max_int = n − 1 (as published). The paper's
+        mode sends the ciphertexts as computed (phe's be_secure=False, as published); the secure mode lets phe
+        obfuscate each (be_secure=True: a fresh r^n from the system's CSPRNG, one full-size exponentiation each)."""
         import phe
 
         dim = clipped.shape[1]
@@ -364,36 +483,80 @@ class Silo:
             acc = terms if acc is None else [x + y for x, y in zip(acc, terms)]
         if acc is None:
             acc = [public.encrypt(0, r_value=1) for _ in range(dim)]
-        return self._finish([gmpy2.mpz(a.ciphertext(be_secure=False)) for a in acc], noise, round_, precision)
+        secure = self.security.secure
+        if secure:
+            self.full_exponentiations += len(acc)  # phe's obfuscation of every coordinate
+        return self._finish([gmpy2.mpz(a.ciphertext(be_secure=secure)) for a in acc], noise, round_, precision,
+                            randomised=secure)
 
-    def _finish(self, acc, noise, round_, precision) -> list[int]:
-        """Add the encoded noise L·⌊z/P⌉ and this silo's pairwise masks in plaintext."""
+    def _finish(self, acc, noise, round_, precision, randomised: bool = False) -> list[int]:
+        """Add the encoded noise L·ζ and this silo's pairwise masks in plaintext; in the secure mode multiply each
+        ciphertext by a fresh r^n (unless `randomised` already). Without it the sum of plaintexts added here changes
+        nothing mod n ((1+n)^p ≡ 1 mod n): the ciphertext mod n would be a function of the updates alone."""
         n, n2 = self.public.n, self.public.nsquare
         pair = _pair_sign_masks(self.index, self.pair_keys, f"{round_}/update", len(acc), n)
-        plain = [(self.L * z + m) % n for z, m in zip(encode(noise, precision), pair)]
+        plain = [(self.L * z + m) % n for z, m in zip(encode_noise(noise, precision), pair)]
         # adding a plaintext p to a ciphertext: multiply by g^p = 1 + n·p (mod n²)
-        return [int(a * (1 + n * p) % n2) for a, p in zip(acc, plain)]
+        out = [a * (1 + n * p) % n2 for a, p in zip(acc, plain)]
+        if self.security.secure and not randomised:
+            out = [c * self._obfuscator() % n2 for c in out]
+            self.full_exponentiations += len(out)
+        return [int(c) for c in out]
 
 
 # ------------------------------------------------------------------------------------------ one private round
 
 
+def decoding_error_bound(active_users: int, n_silos: int, precision: float = PRECISION) -> float:
+    """(U_a + S)·P/2: how far the decoded aggregate may be from the plaintext sum of the same messages, per
+    coordinate (`check_decoding`)."""
+    return (active_users + n_silos) * precision / 2
+
+
+def check_decoding(decoded: np.ndarray, plaintext: np.ndarray, active_users: int, n_silos: int,
+                   precision: float = PRECISION) -> float:
+    """Raise ProtocolError unless |decoded − plaintext| ≤ (U_a + S)·P/2 in every coordinate; returns the largest
+    difference. `decoded`: the server's result v·P/L (v the decrypted centred integer); `plaintext`:
+    Σ_s (Σ_u w_{s,u}·Δ_{s,u} + z_s), the same messages unencrypted, with w_{s,u} = n_{s,u}/n_u for a user counted
+    this round (sampled, with records somewhere; 0 else) and z_s silo s's noise in the model's units.
+
+    Why this bound, in the encoded domain: v = Σ_s (Σ_u L·w_{s,u}·⌊Δ_{s,u}/P⌉ + L·ζ_s) exactly (L·w_{s,u} is an
+    integer), so v/L − plaintext/P = Σ_u Σ_s w_{s,u}·(⌊Δ_{s,u}/P⌉ − Δ_{s,u}/P) + Σ_s (ζ_s − z_s/P). Each rounding is off
+    by at most 1/2 and a counted user's weights sum to 1 over the silos, so the users contribute at most U_a/2 and
+    the silos' noise S/2 (the paper's mode rounds each silo's float noise once: ζ_s = ⌊z_s/P⌉; the secure mode's
+    noise is an integer already, ζ_s = z_s/P, so there the bound is loose by S/2). Anything larger means the
+    decryption or the decoding went wrong (a wrapped value, a mask that did not cancel, a wrong weight)."""
+    bound = decoding_error_bound(active_users, n_silos, precision)
+    err = np.abs(np.asarray(decoded, dtype=np.float64) - np.asarray(plaintext, dtype=np.float64))
+    worst = float(err.max()) if err.size else 0.0
+    if not worst <= bound:
+        j = int(np.argmax(err))
+        raise ProtocolError(f"coordinate {j} decodes {worst:.3e} away from the plaintext sum, above the bound "
+                            f"(U_a + S)·P/2 = ({active_users} + {n_silos})·{precision:g}/2 = {bound:.3e}: the "
+                            f"decryption or the decoding is wrong; the round stops")
+    return worst
+
+
 def secure_round(theta, fed, fm, hyper, *, noise_std: float, batch: int, gen, server: Server, silos: list[Silo],
                  round_: int, q: float = 1.0, sampled: np.ndarray | None = None, reference: bool = False,
                  optimizer: str = "sgd", times: dict | None = None, state: dict | None = None) -> tuple:
-    """One ULDP-AVG-w(s) round of one run through the protocol (spec §6): θ (D,) → θ + η_g/(U·S·q)·Σ_s message_s,
-    each message_s = Σ_u (n_{s,u}/n_u)·clip_C(Δ_{s,u}) + N(0, (σC/√S)²) computed by silo s and decrypted only in
-    sum. `hyper`: ULDP-AVG's typed block (dpfl.papers.kato2024.methods.PrivateLocalHyper: η_g, η_l, Q, C);
-    `noise_std`: the std σC of the noise on the round's sum (the method's `round_noise_std`), each silo adding its
-    1/√S share. `fed`: the run's (silo, user) pairs (dpfl.papers.kato2024.federation.Federation, one run);
-    `sampled` (U,) bool: the users of this round (-ws: unsampled users count as absent, their histogram entries are
-    zeros); `optimizer`: the users' local optimizer (sgd, or adam: the published code's secure path, K7).
-    `state`: a dict the caller keeps across the rounds of a run; the blinded histogram (spec §6 setup steps 4–6)
-    runs only when the round's counts differ from the last (every round for -ws, once for -w).
-    Appends wall-clock seconds to `times` (perf_counter): "blinded histogram", "local training" (one entry per silo:
-    its users' local SGD, clipping, encoding and encrypted weighting) and "aggregation"; each silo's weighting leaves
-    its count in `Silo.full_exponentiations`. Returns (θ', the plaintext
-    Σ_s message_s from the same updates and noise, for checking)."""
+    """One ULDP-AVG-w(s) round of one run through the protocol (docs/papers/kato2024.md): θ (D,) →
+    θ + η_g/(U·S·q)·Σ_s message_s, each message_s = Σ_u w_{s,u}·clip_C(Δ_{s,u}) + noise_s computed by silo s and
+    decrypted only in sum, w_{s,u} = n_{s,u}/n_u for the users of the round (0 for the others). `hyper`: ULDP-AVG's
+    typed block (dpfl.papers.kato2024.methods.PrivateLocalHyper: η_g, η_l, Q, C); `noise_std`: the std σC of the
+    noise on the round's sum (the method's `round_noise_std`), each silo adding its 1/S share of the variance (the
+    paper's mode: N(0, (σC)²/S) from `gen`; the secure mode: the silo's own discrete Gaussian, `Silo.draw_noise`).
+    `fed`: the run's (silo, user) pairs (dpfl.papers.kato2024.federation.Federation, one run); `sampled` (U,) bool: the
+    users the server sampled this round (-ws), which only the server knows: it sends Enc(0) for the others, and
+    every silo trains and weights all its users alike; `optimizer`: the users' local optimizer (sgd, or adam: the
+    published code's secure path, K7).
+    `state`: a dict the caller keeps across the rounds of a run; the blinded histogram (the paper's setup steps
+    (d)–(f)) runs once per run (the silos' counts do not change), and the server's broadcast of the encrypted
+    weights with it under -w, every round under -ws (a fresh sample, fresh encryptions of every entry).
+    Appends wall-clock seconds to `times` (perf_counter): "blinded histogram" (with the broadcast), "local training"
+    (one entry per silo: its users' local SGD, clipping, encoding and encrypted weighting) and "aggregation"; each
+    silo's weighting leaves its count in `Silo.full_exponentiations`. Checks the decoded sum against the plaintext
+    one (`check_decoding`). Returns (θ', the plaintext Σ_s message_s from the same updates and noise)."""
     import time
 
     import torch
@@ -406,28 +569,30 @@ def secure_round(theta, fed, fm, hyper, *, noise_std: float, batch: int, gen, se
     S, U, dim = fed.n_silos, fed.n_users, theta.shape[0]
     counts = np.zeros((S, U), dtype=np.int64)
     counts[fed.silo, fed.user] = fed.count
-    if sampled is not None:
-        counts[:, ~np.asarray(sampled, bool)] = 0
+    n_u = counts.sum(0)
+    active = n_u > 0 if sampled is None else (n_u > 0) & np.asarray(sampled, bool)
+    weights = np.where(active, 1.0, 0.0) * counts / np.maximum(n_u, 1)  # w_{s,u}: what the protocol computes
     clip = float(hyper.clip)
 
     state = {} if state is None else state
-    if state.get("counts") is None or not np.array_equal(state["counts"], counts):
-        tick = time.perf_counter()
-        state["enc_inv"] = server.inverse_weights({s.index: s.blinded_histogram(counts[s.index], round_)
-                                                   for s in silos})
+    tick = time.perf_counter()
+    changed = state.get("counts") is None or not np.array_equal(state["counts"], counts)
+    if changed:
+        server.receive_histograms({s.index: s.blinded_histogram(counts[s.index], round_) for s in silos})
         state["counts"] = counts
+    if changed or sampled is not None:
+        state["enc_inv"] = server.encrypted_weights(sampled)
         times.setdefault("blinded histogram", []).append(time.perf_counter() - tick)
     enc_inv = state["enc_inv"]
 
     silo_of = torch.as_tensor(fed.silo, device=theta.device)
     user_of = torch.as_tensor(fed.user, device=theta.device)
-    keep_user = torch.as_tensor(counts.sum(0) > 0, device=theta.device)
     messages, plain = {}, np.zeros(dim)
     for silo in silos:
         tick = time.perf_counter()
         clipped = np.zeros((U, dim))
         for b in fed.buckets:
-            keep = (silo_of[b.pairs] == silo.index) & keep_user[user_of[b.pairs]]
+            keep = silo_of[b.pairs] == silo.index
             if not bool(keep.any()):
                 continue
             part = subset(b, keep)
@@ -436,16 +601,21 @@ def secure_round(theta, fed, fm, hyper, *, noise_std: float, batch: int, gen, se
                               gen=gen, optimizer=optimizer) - start
             delta, _ = clip_updates(delta, clip)
             clipped[user_of[part.pairs].cpu().numpy()] = delta.detach().cpu().double().numpy()
-        noise = (noise_std / math.sqrt(S)) * torch.randn(dim, generator=gen, dtype=torch.float64).numpy()
+        if silo.security.secure:
+            noise = silo.draw_noise(noise_std, S, dim)  # integers in the encoding's units
+            real_noise = noise * PRECISION
+        else:
+            noise = (noise_std / math.sqrt(S)) * torch.randn(dim, generator=gen, dtype=torch.float64).numpy()
+            real_noise = noise
         messages[silo.index] = silo.weighted_message(counts[silo.index], clipped, noise, enc_inv, round_,
                                                      reference=reference, tensor_sizes=fm.sizes)
         times.setdefault("local training", []).append(time.perf_counter() - tick)
-        n_u = np.maximum(counts.sum(0), 1)
-        plain += (counts[silo.index] / n_u) @ clipped + noise
+        plain += weights[silo.index] @ clipped + real_noise
 
     tick = time.perf_counter()
     total = server.aggregate(messages)
     times.setdefault("aggregation", []).append(time.perf_counter() - tick)
+    check_decoding(total, plain, int(active.sum()), S)
     scale = float(hyper.eta_g) / (U * S * q)
     new = theta + scale * torch.as_tensor(total, dtype=theta.dtype, device=theta.device)
     return new, plain
