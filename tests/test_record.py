@@ -589,3 +589,16 @@ def test_a_not_reproduced_cause_says_what_was_tried():
                "was built)"}
     assert "not yet investigated" in record._cause_cell(untried)
     assert record._cause_cell({"cause": "stand-in", "cause_text": "synthetic stand-in data"}) == "stand-in"
+
+
+@pytest.mark.parametrize("argv", [["bench", "lowy2023", "--figures"], ["bench", "lowy2023", "--cells"],
+                                  ["record", "--papers"], ["record", "--figures"], ["record", "--why"],
+                                  ["claims-doc", "--papers"]])
+def test_a_list_option_given_no_names_is_an_error_not_every_item(argv, capsys):
+    """`--figures` with nothing after it once benched every figure at paper settings; now it is refused, before any
+    work, as argparse refuses a missing value."""
+    from dpfl import cli
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2 and "expected at least one argument" in capsys.readouterr().err

@@ -180,11 +180,11 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_epsilon)
     p = sub.add_parser("bench", help="speed and memory of the experiment figures at paper scale")
     p.add_argument("paper")
-    p.add_argument("--figures", nargs="*", help="default: every experiment figure of the paper")
+    p.add_argument("--figures", nargs="+", help="default: every experiment figure of the paper")
     p.add_argument("--trials", type=_bounded(int, "trials", low=1), default=1,
                    help="units of work to time per cell, ≥ 1 (lowy2023: trials; kato2024, bietti2022: rounds, all "
                         "seeds batched; kato2024 Figs 11-12: runs)")
-    p.add_argument("--cells", nargs="*", help="only these cells, or runs inside a cell (kato2024 training: panel "
+    p.add_argument("--cells", nargs="+", help="only these cells, or runs inside a cell (kato2024 training: panel "
                    "\"a\", or its runs \"a-default\", \"a-uldp_avg_ws-q0.1\"; lowy2023: panel \"a\", or its runs "
                    "\"a-noisy_mb_sgd\", \"a-local_sgd\"; default: every cell of each figure)")
     p.add_argument("--cores", type=_bounded(int, "cores", low=1), default=2,
@@ -198,11 +198,11 @@ def main(argv=None) -> int:
     p.add_argument("--results", default="results", help="the build to record (default: results, normally a "
                    "paper-scale build, e.g. the results/ of a checkout run with --config scale=paper)")
     p.add_argument("--quick", help="a quick-scale build whose verdicts are shown beside the recorded ones")
-    p.add_argument("--papers", nargs="*", help="record only these papers, all their figures (default: every paper, "
+    p.add_argument("--papers", nargs="+", help="record only these papers, all their figures (default: every paper, "
                    "unless --figures names some); the others' entries stay")
-    p.add_argument("--figures", nargs="*", metavar="PAPER/FIGURE", help="record only these figures (e.g. "
+    p.add_argument("--figures", nargs="+", metavar="PAPER/FIGURE", help="record only these figures (e.g. "
                    "kato2024/fig10a); every other entry stays, so a record is built in pieces across builds")
-    p.add_argument("--why", nargs="*", action="extend", metavar="PAPER/FIGURE=TEXT",
+    p.add_argument("--why", nargs="+", action="extend", metavar="PAPER/FIGURE=TEXT",
                    help="why a figure is not in the recorded build (e.g. its projected time), shown on its row; "
                    "repeatable; a figure whose cells need a GPU at paper scale says so without it")
     p.add_argument("--out", metavar="DIR", help="write the record to DIR instead of docs/reproduction/ (which takes "
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
                    "record (exit 1 when any)")
     p.set_defaults(func=cmd_record)
     p = sub.add_parser("claims-doc", help="the Claims section of docs/papers/<paper>.md, from the configuration")
-    p.add_argument("--papers", nargs="*", help="only these papers (default: all)")
+    p.add_argument("--papers", nargs="+", help="only these papers (default: all)")
     p.add_argument("--check", action="store_true", help="list the pages whose Claims section differs from the "
                    "configuration, writing nothing (exit 1 when any)")
     p.set_defaults(func=cmd_claims_doc)
