@@ -221,7 +221,8 @@ def _meta(results: Path, paper: str, figure: str, mode: str) -> dict | None:
 
 
 def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: str, mode: str, out: Path,
-           why: dict | None = None, configs: dict | None = None, checkout: Path | None = None) -> dict | None:
+           why: dict | None = None, configs: dict | None = None, checkout: Path | None = None,
+           left_out: bool = False) -> dict | None:
     """One figure in one mode: None when the mode does not exist for the figure and was not built."""
     fdef = FIGURES[(paper, figure)]
     rel = _figure_rel(paper, figure, mode)
@@ -229,8 +230,8 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
     if mode != "none" and (not fdef.has_compat or meta is None):
         return None
     entry = {"paper": paper, "figure": figure, "mode": mode}
-    if meta is not None and checkout is not None and outdated(results, paper, figure, mode, checkout):
-        meta = None  # left out with its --why (_refuse): its outputs are not a build of this checkout's code
+    if left_out:  # outdated, given a --why (_refuse): its outputs are not a build of this checkout's code
+        meta = None
         if mode != "none":
             return None
     if meta is None:
@@ -396,13 +397,15 @@ def outdated(results: Path, paper: str, figure: str, mode: str, checkout: Path) 
 
 
 def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only: bool,
-            checkout: Path | None = None, why: dict | None = None) -> None:
+            checkout: Path | None = None, why: dict | None = None) -> set[tuple[str, str, str]]:
     """Raise RecordError, before anything is written (a refused record leaves no image behind), when a chosen paper
     has no built figure in `results`; with `paper_scale_only` (the committed record), when a chosen figure was
     built at a reduced scale: the committed record stands for the paper-scale verdicts, and a smoke or quick build
     recorded there would replace a paper-scale entry with verdicts of other settings; and when a chosen figure's
     outputs are older than their code in `checkout`, the checkout that made them (`outdated`: rebuild first), unless
-    `why` ({(paper, figure): text}, --why) says why it is left out: it is then recorded as not built."""
+    `why` ({(paper, figure): text}, --why) says why it is left out: returns those, {(paper, figure, mode)}, to be
+    recorded as not built."""
+    left_out = set()
     for paper, figures in chosen.items():
         built = {(f, m): meta for (p, f) in FIGURES if p == paper and (figures is None or f in figures)
                  for m in modes_built(results, p, f) if (meta := _meta(results, p, f, m)) is not None}
@@ -416,10 +419,13 @@ def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only:
                                   f"scale {meta.get('scale')!r} (reduced); the reproduction record holds paper-scale "
                                   "builds only; pass --out DIR to record it elsewhere")
             late = outdated(results, paper, figure, mode, checkout) if checkout is not None else []
-            if late and (paper, figure) not in (why or {}):
+            if late and (paper, figure) in (why or {}):
+                left_out.add((paper, figure, mode))
+            elif late:
                 raise RecordError(f"{paper}/{_name({'figure': figure, 'mode': mode})} in {results} was built by "
                                   f"older code than its checkout holds ({'; '.join(late)}): run snakemake there "
                                   "first, then record")
+    return left_out
 
 
 def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[str] | None] | list[str],
@@ -438,8 +444,8 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
     if quick is not None and not quick.is_dir():  # its verdicts would all be missing, silently
         raise RecordError(f"--quick {quick}: no quick-scale results directory there")
     checkout = build_checkout(results)
-    _refuse(results, chosen, paper_scale_only=out.resolve() == (root / paths.RECORD_DIR).resolve(),
-            checkout=checkout, why=why)
+    left_out = _refuse(results, chosen, paper_scale_only=out.resolve() == (root / paths.RECORD_DIR).resolve(),
+                       checkout=checkout, why=why)
     state = checkout_state(checkout or root, results, allow_dirty)
     out.mkdir(parents=True, exist_ok=True)
     old = _read_json(out / "record.json") or {"papers": {}}
@@ -455,7 +461,7 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
                 continue
             for m in dict.fromkeys([*modes_built(results, p, f), *(m for (g, m) in old_entries if g == f)]):
                 if figures is None or f in figures:
-                    e = _entry(root, results, quick, p, f, m, out, why, configs, checkout)
+                    e = _entry(root, results, quick, p, f, m, out, why, configs, checkout, (p, f, m) in left_out)
                     if e is not None:
                         new.append({**e, **made})
                         entries.append(new[-1])
@@ -714,19 +720,13 @@ def _paper_scale_papers(root: Path) -> dict:
 
 
 def _claim_list(paper: str) -> list[dict]:
-    """The paper's claims as configured (paper scale), one per distinct id in file order: id, the paper's words and
-    place, sanity, and the figures it is checked on."""
+    """The paper's claims as configured (paper scale), one per distinct id in file order (claim_pages.paper_claims):
+    id, the paper's words and place, sanity, and the figures it is checked on."""
     spec = _paper_scale_papers(codedeps.SRC.parent)[paper]
-    out: dict[str, dict] = {}
-    for figure, fig in spec["figures"].items():
-        for c in fig.get("claims", []):
-            row = out.setdefault(c["id"], {**{k: c.get(k) for k in ("id", "claim", "quote", "place", "verbatim")},
-                                           "sanity": bool(c.get("sanity")), "figures": []})
-            row["figures"].append(figure)
-    for c in spec.get("claims", []):
-        out.setdefault(c["id"], {**{k: c.get(k) for k in ("id", "claim", "quote", "place", "verbatim")},
-                                 "sanity": bool(c.get("sanity")), "figures": list(c["figures"])})
-    return list(out.values())
+    return [{**{k: item["claim"].get(k) for k in ("id", "claim", "quote", "place", "verbatim")},
+             "sanity": bool(item["claim"].get("sanity")),
+             "figures": [f for figures, _ in item["checks"] for f in figures]}
+            for item in claim_pages.paper_claims(spec).values()]
 
 
 def _one_verdict(results: list[tuple[str, dict]]) -> tuple[str, str]:

@@ -17,13 +17,6 @@ def _claim_mode(mode, wildcards):
     return paths.ablation_mode(wildcards.ablation) if mode == paths.ABLATION else mode
 
 
-def claims_context(paper, figures):
-    """What the reasons and causes of a claims job need besides the tables (dpfl.config: ProjectConfig.claims_context).
-    (Whether a run is reduced is in each figure's sidecar: `reductions`, decided once by figures.smk's _reductions and
-    recorded by the table stage.)"""
-    return CFG.claims_context(paper, figures)
-
-
 def _modes_of(paper, figures):
     modes = [set(modes_for(paper, f)) for f in figures]
     return [m for m in modes_for(paper, figures[0]) if all(m in s for s in modes)]
@@ -53,11 +46,6 @@ def paper_claim(paper, claim_id):
     raise WorkflowError(f"no claim {claim_id!r} in the top-level claims of config/papers/{paper}.yaml")
 
 
-def built_figures(paper, claim):
-    """The figures of a claim over several figures that this run builds (selected), in the claim's order."""
-    return CFG.built_figures(paper, claim)
-
-
 def selected_paper_claims():
     """(paper, claim, mode) of every claim over several figures with at least one of its figures selected."""
     chosen = set(CFG.selected())
@@ -68,7 +56,7 @@ def selected_paper_claims():
             if unknown:
                 raise WorkflowError(f"dpfl configuration error: config/papers/{paper}.yaml: claims {claim['id']}: "
                                     f"unknown figure(s) {unknown}; allowed: {', '.join(sorted(CFG.papers[paper]['figures']))}")
-            built = built_figures(paper, claim)
+            built = CFG.built_figures(paper, claim)
             if built:
                 out += [(paper, claim, m) for m in _modes_of(paper, built)]
     return out
@@ -81,7 +69,7 @@ def paper_claim_outputs():
 def _claim_tables(mode, ext):
     def files(wildcards):
         m = _claim_mode(mode, wildcards)
-        figures = built_figures(wildcards.paper, paper_claim(wildcards.paper, wildcards.claim))
+        figures = CFG.built_figures(wildcards.paper, paper_claim(wildcards.paper, wildcards.claim))
         return [figure_dir(wildcards.paper, f, _figure_mode(wildcards.paper, f, m)) + f"{f}.{ext}" for f in figures]
     return files
 
@@ -96,17 +84,17 @@ for _mode in (*MODE_SUBDIR, paths.ABLATION):  # the ablation rule takes the abla
         input:
             csvs=_claim_tables(_mode, "csv"),
             sidecars=_claim_tables(_mode, "json"),
-            other=lambda w, _mode=_mode: other_mode_claims(w.paper, built_figures(w.paper, paper_claim(w.paper, w.claim)),
+            other=lambda w, _mode=_mode: other_mode_claims(w.paper, CFG.built_figures(w.paper, paper_claim(w.paper, w.claim)),
                                                            _claim_mode(_mode, w), w.claim),
             code=code_files("dpfl.stages.claims"),
         output:
             claims=f"results/{{paper}}/{_sub}claims-{{claim}}.json",
         params:
             claim=lambda w: paper_claim(w.paper, w.claim),
-            built=lambda w: built_figures(w.paper, paper_claim(w.paper, w.claim)),  # the figures it is evaluated over
+            built=lambda w: CFG.built_figures(w.paper, paper_claim(w.paper, w.claim)),  # the figures it is evaluated over
             # from the figures it is evaluated over: a first figure not built (e.g. kato2024's Fig 4 for C-K4c-f) has
             # none of the built ablations whose verdicts name the cause
-            context=lambda w: claims_context(w.paper, built_figures(w.paper, paper_claim(w.paper, w.claim))),
+            context=lambda w: CFG.claims_context(w.paper, CFG.built_figures(w.paper, paper_claim(w.paper, w.claim))),
         wildcard_constraints:
             claim="[A-Za-z0-9_.-]+",
         log:

@@ -255,7 +255,7 @@ for _mode in (*MODE_SUBDIR, paths.ABLATION):  # the ablation rules take the abla
             claims=_dir + "claims.json",
         params:
             claims=_claims_spec,
-            context=lambda w: claims_context(w.paper, [w.figure]),  # claims.smk
+            context=lambda w: CFG.claims_context(w.paper, [w.figure]),
         log:
             _logs + "claims.log",
         benchmark:

@@ -26,8 +26,8 @@ def _report_figures():
 
 def _report_paper_claims():
     """Every claim over several figures that is built, with the tables it reads and the hash of the claim."""
-    return [{"paper": p, "id": c["id"], "mode": m, "figures": built_figures(p, c), "path": paper_claims_json(p, c["id"], m),
-             "tables": {f: figure_dir(p, f, _figure_mode(p, f, m)) + f"{f}.csv" for f in built_figures(p, c)},
+    return [{"paper": p, "id": c["id"], "mode": m, "figures": CFG.built_figures(p, c), "path": paper_claims_json(p, c["id"], m),
+             "tables": {f: figure_dir(p, f, _figure_mode(p, f, m)) + f"{f}.csv" for f in CFG.built_figures(p, c)},
              "claims_hash": config_hash(c)}
             for p, c, m in selected_paper_claims()]
 
