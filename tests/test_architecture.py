@@ -42,7 +42,7 @@ LAYERS = [
     {"papers"},  # one package per paper
     {"config", "jobs"},  # configuration -> jobs
     # stage runners (Snakemake scripts call these), the report, its record and the claims pages
-    {"stages", "report", "record", "claim_pages"},
+    {"stages", "report", "record", "claim_pages", "runinfo"},
     {"bench", "cli", "__main__", "__init__"},  # entry points
 ]
 GROUND = LAYERS[0]

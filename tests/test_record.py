@@ -22,11 +22,13 @@ MISSING = ("kato2024", "fig5")  # left out of the fake build: its entry must say
 @pytest.fixture
 def project(tmp_path):
     """A copy of the configuration (check() reads today's settings from it) and a fake paper-scale build whose
-    meta files carry the settings hash of that configuration."""
+    meta files carry the settings hash of that configuration. Its src/ is this checkout's (a link): the command line
+    refuses a project checkout other than the one the dpfl package in use comes from."""
     root = tmp_path / "project"
     for sub in ("config", "workflow/schemas"):
         shutil.copytree(ROOT / sub, root / sub)
     (root / "Snakefile").write_text("")
+    (root / "src").symlink_to(ROOT / "src", target_is_directory=True)
     _commit(root)  # a record names the commit of the checkout that made the build, and refuses uncommitted changes
     results = tmp_path / "results"
     cfg = config.load(root, {"scale": "paper"})
@@ -213,6 +215,31 @@ def test_the_command_line_explains_a_missing_build_and_an_unknown_paper(project,
     assert cli.main(["record", "--results", str(results), "--papers", "balle2020"]) == 0
     assert cli.main(["record", "--check"]) == 0
     assert "0 stale entries" in capsys.readouterr().out
+
+
+def test_the_command_line_refuses_a_project_checkout_other_than_the_packages(tmp_path, monkeypatch, capsys):
+    """`record` and `record --check` take the settings and the record from the project checkout they run in, and the
+    code hashes from the imported dpfl package: run in another checkout (its own src/dpfl, or none), they stop
+    before reading anything, naming both and how to run them consistently."""
+    other = tmp_path / "other"
+    (other / "config").mkdir(parents=True)
+    (other / "config" / "config.yaml").write_text("scale: quick\n")
+    (other / "Snakefile").write_text("")
+    package = (ROOT / "src" / "dpfl").resolve()
+    monkeypatch.chdir(other / "config")  # a sub-folder: the checkout is found above it
+    for argv, has in ((["record", "--check"], "with no src/dpfl"), (["record", "--results", "results"], None)):
+        assert cli.main(argv) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"the project checkout here ({other.resolve()}, with no src/dpfl)" in err, err
+        assert f"imported from ({package})" in err and f"run the command from that checkout ({ROOT})" in err, err
+        assert "PYTHONPATH=src" not in err  # this one has no code of its own to use
+    (other / "src" / "dpfl").mkdir(parents=True)
+    (other / "src" / "dpfl" / "__init__.py").write_text("")
+    assert cli.main(["record", "--check"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"({other.resolve()}, with its own src/dpfl)" in err and f"({package})" in err, err
+    assert f"cd {other.resolve()} && PYTHONPATH=src python -m dpfl record" in err, err
+    record.same_checkout(ROOT)  # the package's own checkout is fine
 
 
 def test_the_committed_record_covers_every_figure_and_claim():

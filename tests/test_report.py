@@ -639,3 +639,118 @@ def test_a_check_on_a_figure_not_built_is_left_out_of_a_claim_over_the_built_one
                      [str(tmp_path / fig2["dir"] / "fig2.json")], str(out), None, {"x_name": "ε"}, built=["fig2"])
     c = json.loads(out.read_text())["claims"][0]
     assert c["verdict"] == "pass" and len(c["checks"]) == 1 and "left out" in c["note"]
+
+
+# --------------------------------------------------------------------------------------------------
+# the first screen: stand-ins used, build date and commit; the standalone page's links to the record
+# --------------------------------------------------------------------------------------------------
+
+GIT = ["git", "-c", "user.name=dpfl tests", "-c", "user.email=tests@dpfl.invalid", "-c", "commit.gpgsign=false"]
+
+
+def test_the_first_screen_names_the_datasets_that_used_stand_ins(tmp_path):
+    """Before any figure: how many datasets the figures used stand-ins for, each with why and the figures on it."""
+    reasons = ["mirror /m/demo: demo: the mirror /m has no demo/ folder",
+               "url https://a/demo.csv: demo: URLError: Name or service not known"]
+    standin = [{"name": "demo", "source": "standin", "standin": True, "fallback_reasons": reasons}]
+    figures = [write_figure(tmp_path, f, "none", table(f, [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]), [],
+                            data_source="standin", datasets=standin) for f in ("fig1", "fig2")]
+    figures.append(write_figure(tmp_path, "fig3", "none", table("fig3", [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]),
+                                [], data_source="standin",
+                                datasets=[{"name": "other", "source": "standin", "standin": True}]))
+    figures.append(write_figure(tmp_path, "fig4", "none", table("fig4", [0.5, 0.4, 0.3, 0.2], [0.6, 0.5, 0.4, 0.3]),
+                                [], datasets=[{"name": "real", "source": "mirror", "standin": False}]))
+    build_report(figures, {"scale": "quick", "data_source": "auto", "dataset_source": {"other": "standin"}},
+                 str(tmp_path / paths.REPORT_HTML), None, root=tmp_path)
+    raw = (tmp_path / paths.REPORT_HTML).read_text()
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", raw)))
+    assert raw.index('id="standins"') < raw.index('class="figure"') and raw.index('id="standins"') < raw.index(
+        "<h2>Summary</h2>") + 400
+    assert ("2 datasets used stand-ins (synthetic data of the same format: figures on them are not evidence, "
+            "their verdicts are stand-in): demo: no real source worked (mirror, url): mirror /m/demo: demo: the "
+            "mirror /m has no demo/ folder; and 1 more. Figures: demo2024 fig1, demo2024 fig2. other: the "
+            "configuration asks for the stand-in (data_source: standin). Figures: demo2024 fig3.") in text, text
+    assert f'<a href="#{PAPER}-fig1-none">' in raw[raw.index('id="standins"'):raw.index('class="figure"')]
+    build_report(figures[3:], {"scale": "quick"}, str(tmp_path / "real/index.html"), None, root=tmp_path)
+    assert 'id="standins"' not in (tmp_path / "real/index.html").read_text()
+
+
+def _first_screen(page: Path) -> str:
+    raw = page.read_text()
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", raw[:raw.index("<h2>Summary</h2>")])))
+
+
+def test_the_report_says_when_and_from_which_commit_it_was_built(built, tmp_path):
+    """The commit is read when the page is built (the rule passes nothing commit-dependent, so a new commit does
+    not rerun the report): its short hash, "dirty" with uncommitted changes, or that the folder is no git checkout."""
+    screen = _first_screen(built / paths.REPORT_HTML)
+    assert re.search(r"Built \d{4}-\d\d-\d\d \d\d:\d\d UTC from a folder that is not a git checkout\.", screen), screen
+    root = tmp_path / "project"
+    shutil.copytree(built, root)
+    subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-q", "-m", "build"], cwd=root, check=True)
+    short = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                           text=True).stdout.strip()
+    figures = [{"paper": PAPER, "figure": "fig1", "mode": "none", "dir": paths.figure_dir(PAPER, "fig1", "none")}]
+    build_report(figures, {"scale": "quick"}, str(root / paths.REPORT_HTML), None, root=root)
+    assert f"from commit {short}." in _first_screen(root / paths.REPORT_HTML)
+    (root / paths.figure_dir(PAPER, "fig1", "none") / "fig1.md").write_text("edited\n")
+    build_report(figures, {"scale": "quick"}, str(root / paths.REPORT_HTML), None, root=root)
+    assert f"from commit {short}, dirty (uncommitted changes)." in _first_screen(root / paths.REPORT_HTML)
+
+
+def _with_record(built: Path, root: Path, remote: str | None) -> str:
+    """`built` copied to a git checkout `root` (with `remote` as origin) holding a committed record of fig1; the
+    report built there. Returns the commit."""
+    shutil.copytree(built, root)
+    rec = {"papers": {PAPER: {"recorded": "2026-01-02", "commit": "0123456789ab", "dirty": False, "command": "c",
+                              "paper_claims": [],
+                              "entries": [{"figure": "fig1", "mode": "none", "status": "built", "scale": "paper",
+                                           "claims": [], "settings_hash": "x", "code_files": {}}]}}}
+    (root / paths.RECORD_DIR).mkdir(parents=True)
+    (root / paths.RECORD_DIR / "record.json").write_text(json.dumps(rec))
+    subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
+    if remote:
+        subprocess.run(["git", "remote", "add", "origin", remote], cwd=root, check=True)
+    subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-q", "-m", "record"], cwd=root, check=True)
+    figures = [{"paper": PAPER, "figure": "fig1", "mode": "none", "dir": paths.figure_dir(PAPER, "fig1", "none")}]
+    build_report(figures, {"scale": "quick"}, str(root / paths.REPORT_HTML), None, root=root,
+                 standalone_html=str(root / "results/report/report-standalone.html"))
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+
+
+def test_the_standalone_page_links_the_record_by_its_web_address(built, tmp_path):
+    """report-standalone.html is copied on its own: its links to the committed record are absolute, at the commit
+    of the build, from the `origin` remote; index.html, inside the checkout, keeps relative links."""
+    root = tmp_path / "project"
+    commit = _with_record(built, root, "git@github.com:owner/dpfl-repro.git")
+    index = (root / paths.REPORT_HTML).read_text()
+    standalone = (root / "results/report/report-standalone.html").read_text()
+    assert f'href="../../docs/reproduction/{PAPER}.md#fig1"' in index and "github.com" not in index
+    assert (f'href="https://github.com/owner/dpfl-repro/blob/{commit}/docs/reproduction/{PAPER}.md#fig1"'
+            in standalone)
+    assert "../../docs/" not in standalone and 'id="relative-links"' not in standalone
+    assert "Links to the paper-scale record go to https://github.com/owner/dpfl-repro at commit" in _first_screen(
+        root / "results/report/report-standalone.html")
+
+
+def test_without_a_remote_the_standalone_page_says_its_record_links_are_relative(built, tmp_path):
+    root = tmp_path / "project"
+    _with_record(built, root, None)
+    standalone = root / "results/report/report-standalone.html"
+    assert f'href="../../docs/reproduction/{PAPER}.md#fig1"' in standalone.read_text()
+    assert ("Links to the paper-scale record (docs/reproduction/) are relative to the repository"
+            in _first_screen(standalone))
+    assert 'id="relative-links"' not in (root / paths.REPORT_HTML).read_text()
+
+
+def test_no_page_text_cites_an_external_specification(built):
+    """The pages cite the project's own docs (docs/…) or state the rule; a reader has no specification to look up."""
+    from test_wording import OUTSIDE_CODE
+
+    for name in ("index.html", "report-standalone.html"):
+        text = html.unescape(re.sub(r"<[^>]+>", " ", (built / "results/report" / name).read_text()))
+        hits = [m.group(0) for p in OUTSIDE_CODE.values() for m in p.finditer(text)]
+        assert not hits and not re.search(r"\bspec\b", text, re.IGNORECASE), (name, hits)

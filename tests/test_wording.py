@@ -124,3 +124,57 @@ def test_the_patterns_catch_what_they_are_for():
             "PyYAML keeps the last one silently"]
     for line in good:
         assert not any(p.search(line) for p in PATTERNS.values()), line
+
+
+#: what a user-visible string of the code must not cite either (the code's comments and docstrings are not shown to a
+#: user): a section of the specification the project was built from
+SPEC_IN_TEXT = re.compile(r"\bspec(?:'s)? ?§|\bspec D\d|\bMANIFEST §|\(spec\b|\bthe spec\b|\bspec/|\bspec \w+\d{4} §",
+                          re.IGNORECASE)
+
+#: user-visible strings that still cite it, in stage code (editing it reruns that stage's jobs and stales the committed
+#: record, so each is reworded with the next change to its file): (file, phrase, where the text shows)
+SPEC_IN_STAGE_CODE = [
+    ("src/dpfl/data/loaders/creditcard.py", "(spec §1.1)", "the prepared data's `preprocessing` field"),
+    ("src/dpfl/data/standins/emnist.py", "(bietti2022 spec §1.3)", "the stand-in's `stands_in_for` (SOURCE.json)"),
+    ("src/dpfl/data/standins/emnist.py", "(spec §1.3's fallback)", "the stand-in's `images_why` (SOURCE.json)"),
+    ("src/dpfl/data/standins/emnist.py", "spec §1.3's preferred source", "the stand-in's `images_why`"),
+    ("src/dpfl/papers/kato2024/training/layout.py", "(spec §2)", "a configuration error message"),
+]
+
+
+def user_visible_strings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string constant of a module that is not a docstring or a bare string statement: the
+    texts of messages, captions and written fields (f-strings by their constant parts)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    bare = {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in bare]
+
+
+def test_no_user_visible_string_of_the_code_cites_the_specification():
+    hits, used = [], set()
+    for path in sorted(p for p in (ROOT / "src").rglob("*.py") if "__pycache__" not in p.parts):
+        rel = path.relative_to(ROOT).as_posix()
+        known = [phrase for f, phrase, _ in SPEC_IN_STAGE_CODE if f == rel]
+        for line, text in user_visible_strings(path):
+            for phrase in known:
+                if phrase in text:
+                    used.add((rel, phrase))
+                    text = text.replace(phrase, " ")
+            m = SPEC_IN_TEXT.search(text)
+            if m:
+                hits.append(f"{rel}:{line}: {m.group(0)!r} in {text.strip()[:120]!r}")
+    assert not hits, "user-visible texts citing a specification the reader does not have:\n" + "\n".join(hits)
+    stale = [f"{f}: {phrase!r}" for f, phrase, _ in SPEC_IN_STAGE_CODE if (f, phrase) not in used]
+    assert not stale, "SPEC_IN_STAGE_CODE entries that no longer match (remove them):\n" + "\n".join(stale)
+
+
+def test_the_spec_pattern_catches_what_it_is_for():
+    for line in ["(spec §2)", "the spec's 0.02 closeness", "spec D3", "(bietti2022 spec §1.3)", "see spec/lowy2023.md",
+                 "warped per writer: spec §1.3's preferred source"]:
+        assert SPEC_IN_TEXT.search(line), line
+    for line in ["spec", "ClaimSpecError", "the figure's plot spec", "specified by the user"]:
+        assert not SPEC_IN_TEXT.search(line), line

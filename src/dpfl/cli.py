@@ -80,10 +80,11 @@ def cmd_bench(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from dpfl.record import RecordError, build, check, selection, why_texts
+    from dpfl.record import RecordError, build, check, same_checkout, selection, why_texts
 
     root = _project_root()
     try:
+        same_checkout(root)  # settings and record from root, code hashes from the imported package: one checkout
         out = Path(args.out).resolve() if args.out else None
         if args.check:
             stale = check(root, out)

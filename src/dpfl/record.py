@@ -15,6 +15,8 @@ project checkout, e.g. a paper-scale build in its own clone), not of the checkou
 build at a newer commit then shows up as stale instead of passing for current. A build from a checkout with
 uncommitted changes is refused (its commit does not name its code) unless `--allow-dirty`, which records the sha256
 of that checkout's `git diff HEAD`; the committed record takes paper-scale builds only (`--out DIR` records others).
+The command line records and checks only in the checkout the imported dpfl package comes from (`same_checkout`):
+elsewhere the settings would be one checkout's and the code hashes another's.
 """
 
 from __future__ import annotations
@@ -50,6 +52,26 @@ VERDICTS = ("pass", "fail", "inconclusive", "stand-in")
 
 class RecordError(Exception):
     """A record cannot be written or checked (missing results, unknown paper): one line for the command line."""
+
+
+def same_checkout(root: Path) -> None:
+    """Raise RecordError unless `root` (the project checkout the command runs in: its settings, its record) holds the
+    dpfl package this process imported (whose files the code hashes read, codedeps.SRC, and whose paper-scale
+    claims the summary lists): a record or a check that mixed two checkouts would compare one's settings with the
+    other's code, silently."""
+    package = (codedeps.SRC / "dpfl").resolve()
+    here = (Path(root) / "src" / "dpfl").resolve()
+    if here == package:
+        return
+    has = "its own src/dpfl" if here.is_dir() else "no src/dpfl"
+    home = package.parents[1]
+    there = (f"run the command from that checkout ({home})" if (home / "Snakefile").is_file()
+             else "that package is installed outside a project checkout")
+    here_too = (f", or use this checkout's own code: cd {Path(root).resolve()} && PYTHONPATH=src python -m dpfl "
+                "record …" if here.is_dir() else "")
+    raise RecordError(f"the project checkout here ({Path(root).resolve()}, with {has}) is not the one the dpfl "
+                      f"package in use is imported from ({package}): the record would take its settings from the "
+                      f"first and its code hashes from the second. Either {there}{here_too}")
 
 
 def code_files(paper: str, figure: str, checkout: Path | None = None) -> dict[str, str]:

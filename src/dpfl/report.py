@@ -8,9 +8,15 @@ click away, rounded to 4 significant digits. Claims over several figures (a pape
 their own table under the paper; where some of their figures ran on stand-in data, the verdict over the others alone
 (`without_standin`, dpfl.stages.claims) is shown beside the verdict over all of them.
 
+Its first screen says when and from which commit it was built (dpfl.runinfo.build_info: short hash, "dirty" with
+uncommitted changes, or "not a git checkout") and which datasets the figures used stand-ins for, and why.
+
 It only reads what the figure stages wrote (sidecars, claims.json, Markdown captions, benchmark files), so it is
 cheap to rebuild. `standalone=True` inlines every image, PDF and CSV as a data: URI: one file that can be copied
-on its own (results/report/report-standalone.html). The stage runner that writes it is dpfl.stages.report.
+on its own (results/report/report-standalone.html); its links to the committed reproduction record
+(docs/reproduction/) are absolute web addresses at the build's commit where the `origin` remote gives one
+(dpfl.runinfo.blob_url), else relative, with a note saying so. The stage runner that writes it is
+dpfl.stages.report.
 
 It never shows verdicts that do not belong to the figure beside them. A claims file that is missing (its job failed:
 Snakemake deletes the outputs of a failed job; or it has not run) is shown as missing, with the error its job logged;
@@ -35,6 +41,7 @@ from dpfl import paths
 from dpfl.record import cells_seconds, for_report
 from dpfl.claims import CAUSES, rounded, summarize_check
 from dpfl.data.common import sha256_file
+from dpfl.runinfo import blob_url, build_info, standin_summary
 
 VERDICT_ORDER = ["pass", "fail", "inconclusive", "stand-in"]
 CAUSE_ORDER = ["reduced-scale", "no-rows", "documented-difference", "paper-inconsistent", "stand-in", "not-reproduced"]
@@ -114,21 +121,30 @@ def _compute(sidecar: dict, figure_dir: Path) -> dict:
 
 
 def standin_reasons(dataset: dict, settings: dict) -> dict | None:
-    """Why a dataset of a figure is a stand-in: `summary` (one line) and `lines` (each source that failed before it,
-    from the data sidecar's fallback_reasons); None for real data."""
+    """Why a dataset of a figure is a stand-in: `summary` (one line, dpfl.runinfo.standin_summary) and `lines` (each
+    source that failed before it, from the data sidecar's fallback_reasons); None for real data."""
     if not dataset.get("standin"):
         return None
     lines = list(dataset.get("fallback_reasons") or [])
-    if not lines:
-        asked = (settings.get("dataset_source") or {}).get(dataset.get("name")) or settings.get("data_source")
-        why = ("the configuration asks for the stand-in (data_source: standin)" if asked == "standin" else
-               "the stand-in was used; its provenance records no failed source")
-        return {"summary": why, "lines": []}
-    kinds = Counter(line.split(" ", 1)[0].rstrip(":") for line in lines)
-    tried = ", ".join(f"{n} × {k}" if n > 1 else k for k, n in kinds.items())
-    return {"summary": f"no real source worked ({tried}): {lines[0]}" + (f"; and {len(lines) - 1} more"
-                                                                        if len(lines) > 1 else ""),
-            "lines": lines}
+    asked = (settings.get("dataset_source") or {}).get(dataset.get("name")) or settings.get("data_source")
+    return {"summary": standin_summary(lines, configured=not lines and asked == "standin"), "lines": lines}
+
+
+def standins_used(entries: list[dict]) -> list[dict]:
+    """The datasets the report's figures used stand-ins for, each {name, reason, figures: [(text, anchor)]}, for the
+    top of the page (the figures themselves carry the SYNTHETIC STAND-IN banner); from the figures' sidecars."""
+    out: dict[str, dict] = {}
+    for e in entries:
+        for d in e["sidecar"].get("datasets", []) if e["built"] else []:
+            if not d.get("standin_why"):
+                continue
+            item = out.setdefault(d.get("name") or "?", {"name": d.get("name") or "?",
+                                                         "reason": d["standin_why"]["summary"], "figures": []})
+            shown = (f"{e['paper']} {e['figure']}" + (f" ({e['mode']})" if e["mode"] != "none" else ""),
+                     f"{e['paper']}-{e['figure']}-{e['mode']}")
+            if shown not in item["figures"]:
+                item["figures"].append(shown)
+    return list(out.values())
 
 
 def _prepare_claims(claims: list[dict]) -> list[dict]:
@@ -158,11 +174,14 @@ def file_link(report_dir: Path, standalone: bool):
     return link
 
 
-def doc_link(report_dir: Path):
-    """How the page refers to a committed document (the reproduction record's pages): a path relative to the report,
-    in the standalone page too (they are pages of the repository, not the run's files)."""
+def doc_link(report_dir: Path, build: dict | None = None):
+    """How the page refers to a committed document (the reproduction record's pages): a path relative to the report;
+    with `build` (the standalone page, dpfl.runinfo.build_info) its absolute web address at the build's commit
+    (dpfl.runinfo.blob_url), so that the link works once the page is copied elsewhere, else still the relative path
+    (the page then says what it is relative to)."""
     def link(path: Path) -> str:
-        return os.path.relpath(path, report_dir).replace(os.sep, "/")
+        url = blob_url(build, path) if build else None
+        return url or os.path.relpath(path, report_dir).replace(os.sep, "/")
     return link
 
 
@@ -337,11 +356,14 @@ def scale_summary(entries: list[dict], settings: dict) -> dict | None:
 
 
 def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path, bool]], root: Path = Path("."),
-                   paper_claims: list[dict] | None = None, notice: str = "") -> tuple[list[str], Counter]:
+                   paper_claims: list[dict] | None = None, notice: str = "",
+                   build: dict | None = None) -> tuple[list[str], Counter]:
     """The report pages (HTML), one per target (report folder, standalone?), and the count of claim verdicts, from
     what the figure stages wrote (read once). `figures`: one dict per built variant (paper, figure, mode, dir[, why,
     claims_hash]); `paper_claims`: one per built claim over several figures (paper, id, mode, figures, path[, tables,
-    claims_hash]); `notice`: a line shown first (e.g. that the page was rebuilt after a failed run)."""
+    claims_hash]); `notice`: a line shown first (e.g. that the page was rebuilt after a failed run); `build`: the
+    date and commit shown (dpfl.runinfo.build_info; default: read now from the checkout at `root`)."""
+    build = build if build is not None else build_info(root)
     entries = collect(figures, root, settings)
     cross = collect_paper_claims(paper_claims or [], root)
     problems = [{"what": f"{e['paper']} {e['figure']}" + (f" ({e['mode']})" if e["mode"] != "none" else ""),
@@ -373,8 +395,11 @@ def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path
         device=next((e["sidecar"]["device"] for e in entries if e["built"]), {}),
         problems=problems,
         notice=notice,
+        standins=standins_used(entries),
+        build=build,
+        has_record=any(e.get("record") for e in entries),  # a link to the committed record's pages
     )
     pages = [template.render(**shared, standalone=standalone, link=file_link(report_dir, standalone),
-                             doc_link=doc_link(report_dir))
+                             doc_link=doc_link(report_dir, build if standalone else None))
              for report_dir, standalone in targets]
     return pages, verdicts

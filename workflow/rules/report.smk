@@ -8,7 +8,13 @@
 # (dpfl.stages.report.refresh_report): a missing claims file is then shown as such, with its job's error, and one
 # older than its table or its claims (each claims file records the table's SHA-256 and the claims' hash) as out of
 # date, never with its verdicts.
+#
+# The handlers' last line names the datasets the selected figures used stand-ins for, and why
+# (dpfl.runinfo.say_standins), so that it ends the run instead of sitting among the download jobs' output. The
+# report reads the build's date and commit itself when it runs (dpfl.runinfo.build_info): no param of the rule
+# depends on the commit, so a new commit does not rerun it.
 from dpfl.io import config_hash  # noqa: E402
+from dpfl.runinfo import say_standins  # noqa: E402
 
 REPORT_STANDALONE_HTML = os.path.join(os.path.dirname(REPORT_HTML), "report-standalone.html")
 
@@ -48,10 +54,12 @@ def _refresh_report(log, failed):
 
 onsuccess:
     _refresh_report(log, failed=False)
+    say_standins(CFG, selected_variants)
 
 
 onerror:
     _refresh_report(log, failed=True)
+    say_standins(CFG, selected_variants)
 
 
 rule report:

@@ -21,16 +21,18 @@ from dpfl.report import render_reports
 
 def build_report(figures: list[dict], settings: dict, out_html: str, log_path: str | None = None,
                  root: str | Path = ".", paper_claims: list[dict] | None = None,
-                 standalone_html: str | None = None, notice: str = "") -> None:
+                 standalone_html: str | None = None, notice: str = "", build: dict | None = None) -> None:
     """`figures`: one dict per built figure variant (paper, figure, mode, dir[, why, claims_hash]); `paper_claims`:
     one per built claim over several figures (paper, id, mode, figures, path[, tables, claims_hash]);
-    `standalone_html`: where to write the self-contained copy (none if None); `notice`: a line shown first."""
+    `standalone_html`: where to write the self-contained copy (none if None); `notice`: a line shown first; `build`:
+    the date and commit shown (dpfl.runinfo.build_info), read from the checkout at `root` when None: the rule passes
+    nothing commit-dependent, so a new commit does not rerun the report by itself."""
     log = get_logger(log_path, "report")
     root = Path(root)
     outputs = [Path(out_html)] + ([Path(standalone_html)] if standalone_html else [])
     outputs = [out if out.is_absolute() else root / out for out in outputs]
     pages, verdicts = render_reports(figures, settings, [(out.parent, i > 0) for i, out in enumerate(outputs)], root,
-                                     paper_claims, notice)
+                                     paper_claims, notice, build)
     for i, (out, page) in enumerate(zip(outputs, pages)):
         with atomic_path(out) as tmp:
             tmp.write_text(page)
