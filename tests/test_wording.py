@@ -134,10 +134,6 @@ SPEC_IN_TEXT = re.compile(r"\bspec(?:'s)? ?§|\bspec D\d|\bMANIFEST §|\(spec\b|
 #: user-visible strings that still cite it, in stage code (editing it reruns that stage's jobs and stales the committed
 #: record, so each is reworded with the next change to its file): (file, phrase, where the text shows)
 SPEC_IN_STAGE_CODE = [
-    ("src/dpfl/data/loaders/creditcard.py", "(spec §1.1)", "the prepared data's `preprocessing` field"),
-    ("src/dpfl/data/standins/emnist.py", "(bietti2022 spec §1.3)", "the stand-in's `stands_in_for` (SOURCE.json)"),
-    ("src/dpfl/data/standins/emnist.py", "(spec §1.3's fallback)", "the stand-in's `images_why` (SOURCE.json)"),
-    ("src/dpfl/data/standins/emnist.py", "spec §1.3's preferred source", "the stand-in's `images_why`"),
     ("src/dpfl/papers/kato2024/training/layout.py", "(spec §2)", "a configuration error message"),
 ]
 

@@ -3,7 +3,7 @@ creditcard_standin.csv.gz (the stand-in, same format) -> X float64 (284807, 30) 
 the file's row order), y int64 = Class, `columns`.
 
 Header names and Class values may be quoted ("Class", "0" as in the Kaggle file; '0' as in some exports): both load
-the same. The kato2024 preprocessing (spec §1.1: seeded stratified split, scaling, undersampling) depends on the
+the same. The kato2024 preprocessing (seeded stratified split, scaling, undersampling) depends on the
 seed and is not done here."""
 
 from __future__ import annotations
@@ -80,5 +80,6 @@ def load(raw_dir: Path, expected: dict | None = EXPECTED) -> tuple[dict, dict]:
                         f"{expected['rows']} rows with {expected['frauds']} frauds")
     arrays = {"X": X, "y": y, "columns": np.array(FEATURES)}
     info = {"counts": {"rows": len(df), "frauds": frauds}, "file": path.name,
-            "preprocessing": "none: the kato2024 split, scaling and undersampling are per seed (spec §1.1)"}
+            "preprocessing": "none: the kato2024 split, scaling and undersampling are per seed "
+                             "(docs/papers/kato2024.md)"}
     return arrays, info

@@ -1,4 +1,4 @@
-"""Federated EMNIST (digits only) stand-in (bietti2022 spec §1.3): TFF's two legacy HDF5 files,
+"""Federated EMNIST (digits only) stand-in (docs/data.md, docs/papers/bietti2022.md): TFF's two legacy HDF5 files,
 fed_emnist_digitsonly_train.h5 and fed_emnist_digitsonly_test.h5, in their real layout: a group `examples`, one
 subgroup per client id (f0000_14 style: `f<writer, 4 digits>_<2 random digits>`, so sorted order = generation order),
 each with `pixels` (n, 28, 28) float32 in [0, 1], 1.0 = background, and `label` (n,) int32. Every client is in both
@@ -7,7 +7,7 @@ files.
 Writers (n_writers, default 1000, at most 3383 as the real data): n_train ~ U{60..140}, n_test = ⌈n_train/8⌉, a
 label mix ~ Dirichlet(5·1) over the 10 digits, from which the train and the test labels are drawn independently.
 
-Source images (spec §1.3), chosen by `mnist`, the pipeline's prepared MNIST (data/prepared/mnist.npz, declared in
+Source images, chosen by `mnist`, the pipeline's prepared MNIST (data/prepared/mnist.npz, declared in
 dpfl.data.standins.INPUTS so that the download job takes it as an input):
 - real MNIST (its meta says it is not a stand-in): a writer's train images are MNIST train images of its labels, its
   test images MNIST test images, drawn without replacement within the writer (reuse across writers is allowed; each
@@ -53,7 +53,7 @@ VERSION = 2  # 2: the offline MNIST as source images when given (the template pa
 #: why this data set is a stand-in, for the provenance record
 STANDS_IN_FOR = ("federated EMNIST digits (TFF fed_emnist_digitsonly, 3383 real writers) could not be obtained: "
                  "pseudo-writers with their own label mix and style (affine warp, stroke width, gamma) stand in for "
-                 "the real writers' handwriting (bietti2022 spec §1.3)")
+                 "the real writers' handwriting (docs/papers/bietti2022.md)")
 FILES = {"train": "fed_emnist_digitsonly_train.h5", "test": "fed_emnist_digitsonly_test.h5"}
 SIDE = 28
 MAX_WRITERS = 3383  # writers of the real digits-only data
@@ -114,20 +114,20 @@ def image_source(mnist: str | Path | None) -> tuple[dict | None, dict]:
     out = {"stands_in_for": STANDS_IN_FOR}
     if mnist is None:
         return None, {**out, "images": "templates",
-                      "images_why": "no MNIST input was given: digit stroke templates (spec §1.3's fallback)"}
+                      "images_why": "no MNIST input was given: digit stroke templates (the fallback source)"}
     arrays, meta = load_prepared(mnist)
     used = {"path": str(mnist), "source": meta.get("source"), "standin": meta.get("standin"),
             "location": meta.get("location"), "files": [{k: f[k] for k in ("name", "sha256")} for f in meta["files"]]}
     if meta.get("standin") is not False:
         return None, {**out, "images": "templates", "mnist": used,
                       "images_why": "the prepared MNIST is itself a stand-in (the same stroke templates): digit "
-                                    "stroke templates (spec §1.3's fallback)"}
+                                    "stroke templates (the fallback source)"}
     for key in ("x_train", "y_train", "x_test", "y_test"):
         if key not in arrays:
             raise DataError(f"emnist stand-in: the prepared MNIST {mnist} has no array {key!r}")
     return arrays, {**out, "images": "mnist", "mnist": used,
                     "images_why": f"real MNIST digits (prepared from {meta.get('source')} {meta.get('location')}), "
-                                  "warped per writer: spec §1.3's preferred source"}
+                                  "warped per writer: the preferred source"}
 
 
 def mnist_images(rng, digits: dict, labels: np.ndarray, n_train: np.ndarray, n_test: np.ndarray) -> np.ndarray:
