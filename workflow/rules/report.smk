@@ -46,12 +46,17 @@ def _refresh_report(log, failed):
         print(f"dpfl: {done}: {REPORT_HTML}", file=sys.stderr)
 
 
+onstart:
+    joblog.run_started()
+
+
 onsuccess:
     _refresh_report(log, failed=False)
 
 
 onerror:
     _refresh_report(log, failed=True)
+    joblog.report_failed_jobs(paths.REPORT_LOGS)
 
 
 rule report:
