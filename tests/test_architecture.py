@@ -36,7 +36,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 TOP = "dpfl"
 
 LAYERS = [
-    {"io", "provenance", "paths", "seeds", "tidy", "codedeps", "figure"},  # ground floor: no dpfl imports
+    {"io", "provenance", "paths", "seeds", "tidy", "codedeps", "figure", "joblog"},  # ground floor: no dpfl imports
     {"privacy", "models", "data", "plotting", "claims"},  # building blocks
     {"fl"},  # the round engine
     {"papers"},  # one package per paper

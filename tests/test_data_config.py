@@ -71,13 +71,44 @@ def test_dataset_source_errors(project):
             in str(err.value))
 
 
-def test_data_mirror_resolution(project, monkeypatch):
+def test_data_mirror_resolution(make_project, monkeypatch, tmp_path):
+    project = make_project(into="project")
+    somewhere, shared = tmp_path / "somewhere" / "datasets", tmp_path / "shared" / "datasets"
+    somewhere.mkdir(parents=True)
+    shared.mkdir(parents=True)
     monkeypatch.delenv("DPFL_DATA_MIRROR", raising=False)
     assert config.load(project).data_mirror() is None
-    monkeypatch.setenv("DPFL_DATA_MIRROR", "/somewhere/datasets")
-    assert config.load(project).data_mirror() == "/somewhere/datasets"
+    monkeypatch.setenv("DPFL_DATA_MIRROR", str(somewhere))
+    assert config.load(project).data_mirror() == str(somewhere)
     cfg = config.load(project, {"data_mirror": "../shared/datasets"})  # config wins; relative to the project
-    assert cfg.data_mirror() == str(project.parent / "shared" / "datasets")
+    assert cfg.data_mirror() == str(shared)
+
+
+def test_a_mirror_path_that_does_not_exist_stops_before_any_job(make_project, monkeypatch, tmp_path):
+    """A mistyped mirror must not fall back to the stand-ins silently (data_source auto): whatever the data source,
+    loading stops, naming the path, where it was set and how to fix it."""
+    project = make_project(into="project")
+    typo = tmp_path / "shared" / "datsets"
+    monkeypatch.setenv("DPFL_DATA_MIRROR", str(typo))
+    with pytest.raises(config.ConfigError) as err:
+        config.load(project, {"data_source": "auto"})
+    assert str(err.value) == (
+        f"the data mirror {typo} does not exist (from the environment variable DPFL_DATA_MIRROR): point "
+        "DPFL_DATA_MIRROR at the folder that holds the offline dataset copies, as <mirror>/<dataset>/<file> "
+        "(docs/data.md), or unset it to run without a mirror")
+    with pytest.raises(config.ConfigError, match=r"^the data mirror datsets \(that is .*/project/datsets\) does not "
+                                                 r"exist \(from --config data_mirror=datsets\): give data_mirror the "
+                                                 r"folder that holds the offline dataset copies"):
+        config.load(project, {"data_source": "real", "data_mirror": "datsets"})  # the setting wins over the variable
+    monkeypatch.delenv("DPFL_DATA_MIRROR")
+    path = project / "config" / "config.yaml"
+    path.write_text(path.read_text().replace("data_mirror: null", "data_mirror: README"))
+    (project / "README").write_text("not a folder\n")
+    with pytest.raises(config.ConfigError, match=r"^the data mirror README \(that is .*/project/README\) is not a "
+                                                 r"folder \(from data_mirror in config/config\.yaml\): set "
+                                                 r"data_mirror to the folder .*, or to null; a relative path is "
+                                                 r"relative to the project$"):
+        config.load(project, {"data_source": "standin"})
 
 
 def test_data_mirror_resolves_symlinks(project, monkeypatch, tmp_path):

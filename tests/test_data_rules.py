@@ -153,16 +153,23 @@ def test_a_mirror_given_after_a_standin_fallback_fetches_the_real_data(project, 
     assert nothing_to_do(again), again.stdout + again.stderr
 
 
-def test_fallback_to_the_standin_warns_on_the_console(project, tmp_path):
-    """A mistyped mirror with data_source auto still ends well (exit status 0), but says why it used a stand-in."""
+def test_a_mistyped_mirror_stops_the_run_and_a_mirror_without_the_dataset_warns_on_the_console(project, tmp_path):
+    """A mirror path that does not exist stops the run before any job (it would otherwise fall back to the stand-ins
+    with data_source auto); a mirror that lacks the dataset still ends well (exit status 0), but says why it used a
+    stand-in."""
     typo = tmp_path / "shared" / "datsets"
+    proc = snakemake(project, TARGETS[0], mirror=typo)
+    assert proc.returncode != 0 and not (project / "data" / "raw").exists()
+    assert (f"dpfl configuration error: the data mirror {typo} does not exist (from the environment variable "
+            "DPFL_DATA_MIRROR)") in proc.stderr
+    typo.mkdir(parents=True)
     proc = snakemake(project, TARGETS[0], mirror=typo)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for text in (proc.stderr, (project / "results/logs/data/insurance/download.log").read_text()):
         assert "WARNING: insurance: no real source worked, using the SYNTHETIC STAND-IN" in text
-        assert f"mirror folder {typo} does not exist" in text
+        assert f"the mirror {typo} has no insurance/ folder" in text
     reasons = load_prepared(project / TARGETS[0])[1]["fallback_reasons"]
-    assert reasons[0] == f"mirror {typo / 'insurance'}: mirror folder {typo} does not exist"
+    assert reasons[0] == f"mirror {typo / 'insurance'}: insurance: the mirror {typo} has no insurance/ folder"
 
 
 def test_edited_raw_file_is_caught_with_the_command_that_fixes_it(project, mirror):

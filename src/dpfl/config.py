@@ -5,7 +5,9 @@ the command line (global keys only). Every file is checked against its JSON Sche
 runs; errors name the file, the key path and what is allowed, with a "did you mean" hint for typos.
 Defaults are filled while validating (as `snakemake.utils.validate(set_default=True)` does), so the schema is
 the single place where a default lives. A schema may `$ref` a schema generated from code by its URI (the checks
-of a claim: dpfl.claims.check_schema(), see _generated_schemas).
+of a claim: dpfl.claims.check_schema(), see _generated_schemas). Every file is read by read_yaml (a number in
+scientific notation, `1e-5`, is a number; an integer setting takes an int only), config/config.yaml included; a
+data mirror that is set must exist (_check_mirror).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import copy
 import difflib
 import functools
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -59,18 +62,26 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+#: a number in scientific notation: 1e-5, 5E3, 1.0e5, .5e-3. YAML 1.1 (PyYAML) reads a float only with a dot and a
+#: signed exponent (1.0e-5), so that `delta: 1e-5` would be the string '1e-5'; the project's reader takes every
+#: such scalar as a float, as YAML 1.2 and JSON do (a quoted '1e-5' stays a string)
+SCIENTIFIC = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", SCIENTIFIC, list("-+.0123456789"))
+
+
 def read_yaml(path: Path):
-    """A YAML file's contents; ConfigError naming the file, line and column for a syntax error or a duplicate key."""
+    """A YAML file's contents; ConfigError naming the file, line and column for a syntax error or a duplicate key.
+    Every configuration file is read here, so a number means the same in each (SCIENTIFIC)."""
     try:
         with open(path) as fh:
             data = yaml.load(fh, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
+        raise ConfigError(f"{_short(path)}: file not found") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}{where}: not valid YAML: {problem}") from None
+        raise ConfigError(f"{_short(path)}{where}: not valid YAML: {problem}") from None
     return {} if data is None else data
 
 
@@ -110,7 +121,15 @@ def _fill_defaults(validator, properties, instance, schema):
     yield from Draft202012Validator.VALIDATORS["properties"](validator, properties, instance, schema)
 
 
-_DefaultFillingValidator = validators.extend(Draft202012Validator, {"properties": _fill_defaults})
+def _is_integer(checker, instance) -> bool:
+    """`type: integer` means an int, not also a float with an integral value as JSON Schema has it: `steps: 1e5` reads
+    as the float 100000.0, which would fail in a job that counts with it, rather than here with the key named."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_StrictValidator = validators.extend(
+    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+_DefaultFillingValidator = validators.extend(_StrictValidator, {"properties": _fill_defaults})
 
 
 @functools.lru_cache(maxsize=None)
@@ -149,7 +168,7 @@ def _validator_cached(schema_path: str, mtime_ns: int, transform, fill_defaults:
         return resources[uri]
 
     registry = Registry(retrieve=retrieve).with_resource(schema["$id"], Resource.from_contents(schema))
-    return (_DefaultFillingValidator if fill_defaults else Draft202012Validator)(schema, registry=registry)
+    return (_DefaultFillingValidator if fill_defaults else _StrictValidator)(schema, registry=registry)
 
 
 def _validator(schema_path: Path, transform=None, fill_defaults: bool = False) -> Draft202012Validator:
@@ -187,7 +206,11 @@ def _describe(error) -> str:
         return (f"{where}: {error.instance!r} is not allowed{hint}; "
                 f"allowed: {', '.join(map(str, error.validator_value))}")
     if error.validator == "type":
-        return f"{where}: expected {error.validator_value}, got {type(error.instance).__name__} {error.instance!r}"
+        expected = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        hint = (f" (write it as an integer: {int(error.instance)})" if "integer" in expected
+                and isinstance(error.instance, float) and error.instance.is_integer() else "")
+        return (f"{where}: expected {error.validator_value}, got {type(error.instance).__name__} {error.instance!r}"
+                f"{hint}")
     if error.validator == "required":
         return f"{where}: {error.message}{context}"
     bounds = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<",
@@ -383,13 +406,17 @@ def load_datasets(root: str | Path) -> dict:
 
 
 def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
-    """Read config/config.yaml (+ command-line overrides), the paper files and the scale overlay."""
+    """Read config/config.yaml (+ command-line overrides), the paper files and the scale overlay. `overrides` are the
+    command line's settings only (command_line_settings): config/config.yaml is read here, by read_yaml."""
     root = Path(root).resolve()
     schemas = root / "workflow" / "schemas"
     cfg_file = root / "config" / "config.yaml"
-    globals_ = deep_merge(read_yaml(cfg_file),
-                          _coerce_cli(overrides or {}, read_yaml(schemas / "config.schema.yaml")))
+    global_schema = read_yaml(schemas / "config.schema.yaml")
+    cli = _coerce_cli(overrides or {}, global_schema)
+    _refuse_paper_settings(root, cli, global_schema)
+    globals_ = deep_merge(read_yaml(cfg_file), cli)
     validate(globals_, schemas / "config.schema.yaml", f"{_short(cfg_file)} (+ --config overrides)")
+    _check_mirror(root, globals_, cli)
     datasets = load_datasets(root)
     for name in sorted(set(globals_["dataset_source"]) - set(datasets)):
         close = difflib.get_close_matches(name, list(datasets), n=1)
@@ -444,6 +471,68 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
             )
     return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources, datasets=datasets,
                          written=written)
+
+
+def command_line_settings(configfiles, config: dict) -> dict:
+    """The global settings given on the Snakemake command line: each `--configfile` (read by read_yaml, as the project
+    reads config/config.yaml), then `--config key=value` (Snakemake reads `1e-5` there as a number). Not Snakemake's
+    `config`, which also holds config/config.yaml as Snakemake's own YAML reader reads it (`1e-5` a string)."""
+    out: dict = {}
+    for path in configfiles:
+        out = deep_merge(out, read_yaml(Path(path)))
+    return deep_merge(out, dict(config))
+
+
+def _refuse_paper_settings(root: Path, overrides: dict, schema: dict) -> None:
+    """`--config` sets the global keys only: one that is a setting of the paper files (e.g. `delta`) is refused with
+    where to write it instead (other unknown keys are left to the schema's message, with its "did you mean")."""
+    for key, value in overrides.items():
+        if key in schema.get("properties", {}):
+            continue
+        places = [f"config/papers/{paper}.yaml: {_key_path(where)}" for paper in PAPERS
+                  for where in _paths_of_key(read_yaml(root / "config" / "papers" / f"{paper}.yaml"), key)]
+        if places:
+            more = f" (and {len(places) - 1} more)" if len(places) > 1 else ""
+            raise ConfigError(
+                f"invalid configuration in --config:\n  - {key}={value}: not a global setting (--config sets only the "
+                f"keys of config/config.yaml: {', '.join(sorted(schema['properties']))}); '{key}' is a setting of the "
+                f"paper files, e.g. {places[0]}{more}: write it there, e.g. `{key}: {value}`")
+
+
+def _paths_of_key(data, key: str, at: tuple = ()) -> list[tuple]:
+    """The key paths in `data` (nested mappings and lists) that end in `key`."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else []
+    out = []
+    for k, v in items:
+        if k == key and isinstance(data, dict):
+            out.append((*at, k))
+        out += _paths_of_key(v, key, (*at, k))
+    return out
+
+
+def _check_mirror(root: Path, globals_: dict, overrides: dict) -> None:
+    """A data mirror that is set (`data_mirror`, else $DPFL_DATA_MIRROR: ProjectConfig.data_mirror) must be a folder,
+    whatever the data source: a mistyped path would otherwise make `data_source: auto` fall back to the stand-ins
+    without stopping. The message names the path, where it was set and how to fix it."""
+    layout = "the folder that holds the offline dataset copies, as <mirror>/<dataset>/<file> (docs/data.md)"
+    if globals_.get("data_mirror"):
+        written = globals_["data_mirror"]
+        if "data_mirror" in overrides:
+            origin, fix = f"--config data_mirror={written}", f"give data_mirror {layout}, or leave it out"
+        else:
+            origin = "data_mirror in config/config.yaml"
+            fix = f"set data_mirror to {layout}, or to null; a relative path is relative to the project"
+    elif os.environ.get("DPFL_DATA_MIRROR"):
+        written = os.environ["DPFL_DATA_MIRROR"]
+        origin = "the environment variable DPFL_DATA_MIRROR"
+        fix = f"point DPFL_DATA_MIRROR at {layout}, or unset it to run without a mirror"
+    else:
+        return
+    path = os.path.realpath(root / Path(written).expanduser())
+    if not os.path.isdir(path):
+        what = "is not a folder" if os.path.exists(path) else "does not exist"
+        shown = written if path == written else f"{written} (that is {path})"
+        raise ConfigError(f"the data mirror {shown} {what} (from {origin}): {fix}")
 
 
 def variant_overlay(spec: dict, mode: str, where: str = "") -> dict:

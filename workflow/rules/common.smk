@@ -11,13 +11,16 @@ sys.path.insert(0, SRC)
 os.environ["PYTHONPATH"] = SRC + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
 
 from dpfl import config as dpfl_config  # noqa: E402
-from dpfl import jobs, paths  # noqa: E402
+from dpfl import jobs, joblog, paths  # noqa: E402  (joblog: the failed jobs' errors, report.smk's handlers)
 from dpfl import codedeps  # noqa: E402
 from dpfl.codedeps import code_files  # noqa: E402
 from dpfl.papers import ALLOCATION_KINDS, FIGURES  # noqa: E402
 
 try:
-    CFG = dpfl_config.load(workflow.basedir, config)
+    # the command line's settings over config/config.yaml as the project reads it: Snakemake's `config` holds the
+    # file as Snakemake's YAML reader reads it (`1e-5` a string), so it is not passed on
+    CFG = dpfl_config.load(workflow.basedir, dpfl_config.command_line_settings(workflow.config_settings.configfiles,
+                                                                              workflow.config_settings.config))
 except dpfl_config.ConfigError as exc:
     raise WorkflowError(f"dpfl configuration error: {exc}") from None
 

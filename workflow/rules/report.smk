@@ -52,6 +52,10 @@ def _refresh_report(log, failed):
         print(f"dpfl: {done}: {REPORT_HTML}", file=sys.stderr)
 
 
+onstart:
+    joblog.run_started()
+
+
 onsuccess:
     _refresh_report(log, failed=False)
     say_standins(CFG, selected_variants)
@@ -59,6 +63,7 @@ onsuccess:
 
 onerror:
     _refresh_report(log, failed=True)
+    joblog.report_failed_jobs(paths.REPORT_LOGS)
     say_standins(CFG, selected_variants)
 
 
