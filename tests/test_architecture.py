@@ -40,7 +40,7 @@ LAYERS = [
     {"privacy", "models", "data", "plotting", "claims"},  # building blocks
     {"fl"},  # the round engine
     {"papers"},  # one package per paper
-    {"config", "jobs"},  # configuration -> jobs
+    {"config", "config_limits", "jobs"},  # configuration (and its limits across keys) -> jobs
     # stage runners (Snakemake scripts call these), the report, its record and the claims pages
     {"stages", "report", "record", "claim_pages", "runinfo"},
     {"bench", "cli", "__main__", "__init__"},  # entry points

@@ -27,7 +27,7 @@ from jsonschema import Draft202012Validator, validators
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from dpfl import paths
+from dpfl import config_limits, paths
 from dpfl.io import resolve
 from dpfl.papers import ALLOCATION_KINDS, FIGURES, PAPERS, REGISTRY
 
@@ -469,8 +469,11 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
                 f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - only: unknown figure "
                 f"{figure!r} of paper {paper!r}; allowed: {', '.join(sorted(papers[paper]['figures']))}"
             )
-    return ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources, datasets=datasets,
-                         written=written)
+    cfg = ProjectConfig(root=root, globals=globals_, papers=papers, sources=sources, datasets=datasets, written=written)
+    problems = config_limits.check(cfg, scale)  # limits across keys and on the data's size (dpfl.config_limits)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
 
 
 def command_line_settings(configfiles, config: dict) -> dict:
