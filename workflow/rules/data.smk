@@ -25,13 +25,18 @@ def prepared_npz(dataset):
 
 def _download_identity(wildcards):
     """What a dataset's download is; Snakemake compares it (params) and reruns exactly that dataset, and what uses it,
-    when it changes: the catalog entry, the effective data_source and the source key (dpfl.data.record.source_key).
+    when it changes: the catalog entry, the effective data_source and the source key (dpfl.data.record.source_key),
+    and max_auto_download_mb for a dataset that data_source auto does not download for its size.
     Once SOURCE.json records real data matching the catalog checksums, the key is the one kept there, so the mirror
     setting of the moment no longer counts; until then it is the mirror copy a download would try."""
     dataset = wildcards.dataset
     entry, source = CFG.datasets[dataset], CFG.data_source(dataset)
     key = data_record.source_key(entry, source, _mirror(source), os.path.dirname(paths.raw_source(dataset)))
-    return {"entry": entry, "data_source": source, "source_key": key}
+    identity = {"entry": entry, "data_source": source, "source_key": key}
+    limit = CFG.globals["max_auto_download_mb"]
+    if data_record.over_auto_limit(entry, source, limit):  # only then: other downloads keep their identity
+        identity["max_auto_download_mb"] = limit
+    return identity
 
 
 def _download_mirror(wildcards, output):

@@ -9,7 +9,9 @@
 - `fallback_reasons`: one line per source that failed before the one used (empty when the first choice worked).
 
 Import-light on purpose (the rules call source_key when they build the DAG): SOURCE.json is trusted there, nothing is
-hashed; `prepare` re-hashes the files before reading them.
+hashed; `prepare` checks the files' sha256 before reading them (dpfl.data.common.check_recorded_files).
+- `download_size` and `over_auto_limit`: how large a dataset's download is, and whether `data_source: auto` skips it
+  (config `max_auto_download_mb`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,25 @@ def catalogued_real(entry: dict, record: dict) -> bool:
         elif f["name"] not in files or not accepted(f, files[f["name"]].get("sha256")):
             return False
     return True
+
+
+def download_size(entry: dict) -> tuple[int, bool]:
+    """(bytes, exact) of a dataset's download: the sum of its files' catalog `bytes`, or `approx_bytes` where the
+    exact size is not known (exact is then False); a file with neither counts 0."""
+    total, exact = 0, True
+    for f in entry["files"]:
+        if f.get("bytes") is not None:
+            total += f["bytes"]
+        else:
+            total += f.get("approx_bytes") or 0
+            exact = False
+    return total, exact
+
+
+def over_auto_limit(entry: dict, data_source: str, limit_mb: float | None) -> bool:
+    """Whether `data_source: auto` skips this dataset's download (larger than `max_auto_download_mb`); the mirror
+    copy is still used."""
+    return data_source == "auto" and limit_mb is not None and download_size(entry)[0] > limit_mb * 1e6
 
 
 def request_key(entry: dict, data_source: str, mirror: str | None) -> str:

@@ -15,32 +15,35 @@ Every file is verified before use: its sha256 against the catalog (`sha256` or a
 An attempt works in a private staging folder inside data/raw/<dataset>/ (same file system, so os.replace is
 atomic); files move into place only once the whole dataset is complete and verified, and the staging folder is
 removed whatever happens, so a failed attempt leaves no file behind. Archives (`unpack`) are verified, then
-their listed members are extracted and the archive is dropped.
+their listed members are extracted in one pass and the archive is dropped.
+
+Downloads go through dpfl.data.transfer: retries with backoff, resume by HTTP Range from a partial file kept in
+data/raw/<dataset>/.partial/ until the real data is complete (also between runs, and beside a stand-in), a free-disk
+check before any byte is written, progress lines. Under `auto`, a dataset whose download is larger than
+max_auto_download_mb (config) is not downloaded (its mirror copy is still used): the stand-in comes with a reason that
+says how to opt in. The verified files' sha256 are kept in data/raw/<dataset>/.sha256.json with their size and mtime
+(dpfl.data.common.sha256_cached), so that later checks do not hash multi-GB files again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import os
 import shutil
-import tarfile
 import tempfile
 import time
-import urllib.request
-import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from dpfl.data import checks, record as records
-from dpfl.data.common import (DataError, check_recorded_files, gzip_writer, sha256_file, sha256_gzip_content,
-                              standin_seed)
+from dpfl.data import checks, record as records, transfer
+from dpfl.data.common import (HASH_CACHE, DataError, check_recorded_files, gzip_writer, remember_sha256, sha256_file,
+                              sha256_gzip_content, standin_seed)
 from dpfl.io import write_json
 
-TIMEOUT_SECONDS = 60  # per blocking network operation (connect, each read)
-PROGRESS_SECONDS = 10  # a progress line at most this often during a long transfer
-CHUNK = 1 << 20
+CHUNK = transfer.CHUNK
 SOURCE_FILE = records.SOURCE_FILE
 STAGING_PREFIX = ".incoming-"
 
@@ -53,7 +56,8 @@ class _SourceFailed(Exception):
 
 
 def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "auto", mirror: str | None = None,
-            log: Log = _default_log, source_key: str | None = None, standin_inputs: dict | None = None) -> dict:
+            log: Log = _default_log, source_key: str | None = None, standin_inputs: dict | None = None,
+            max_auto_download_mb: float | None = None) -> dict:
     """Fill raw_dir with the dataset's verified files, write raw_dir/SOURCE.json and return its content.
 
     `entry` is the dataset's validated entry of config/datasets.yaml; `mirror` the resolved mirror folder or None;
@@ -61,7 +65,8 @@ def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "
     tries); `standin_inputs` {dataset: prepared .npz} the stand-in generator may read (dpfl.data.standins.INPUTS).
     SOURCE.json's `fallback_reasons` lists why the sources before the one used failed (empty when the first
     choice worked). Raises DataError (naming the dataset, each source tried and why it failed) when nothing allowed
-    worked."""
+    worked. `max_auto_download_mb`: under `auto`, a dataset whose download (the catalog's `bytes` or `approx_bytes` of
+    its files) is larger is not downloaded (the mirror is still tried); SOURCE.json's reasons say how to opt in."""
     if data_source not in ("auto", "real", "standin"):
         raise ValueError(f"data_source must be auto, real or standin, not {data_source!r}")
     raw_dir = Path(raw_dir)
@@ -80,7 +85,8 @@ def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "
                 return kept
         record = None
         if data_source != "standin":
-            record = _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log)
+            limit = max_auto_download_mb if data_source == "auto" else None
+            record = _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log, limit)
             if record is None and data_source == "real":
                 raise DataError(_failure(dataset, "no real source worked (data_source: real)", attempts, mirror, entry))
         if record is None:
@@ -127,8 +133,9 @@ def _verified_copy_present(dataset, entry, raw_dir: Path, log) -> dict | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log) -> dict | None:
-    """Try mirror, URLs, Kaggle in this order; return the record of the first that serves every file, else None."""
+def _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log, limit_mb=None) -> dict | None:
+    """Try mirror, URLs, Kaggle in this order; return the record of the first that serves every file, else None.
+    `limit_mb`: a download larger than this is not tried (the mirror still is)."""
     if mirror:
         folder = Path(mirror) / entry["mirror"]
         result = _try(raw_dir, attempts, "mirror", str(folder),
@@ -138,6 +145,12 @@ def _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log) -> dict |
     else:
         attempts.append({"source": "mirror", "location": None,
                          "error": "no mirror configured (config/config.yaml data_mirror or $DPFL_DATA_MIRROR)"})
+    if limit_mb is not None and (entry["kaggle"] or all(f["urls"] for f in entry["files"])):
+        if records.over_auto_limit(entry, "auto", limit_mb):
+            reason = too_large(dataset, entry, limit_mb)
+            log(f"{dataset}: {reason}")
+            attempts.append({"source": "url", "location": None, "error": reason})
+            return None
     if all(f["urls"] for f in entry["files"]):
         result = _try(raw_dir, attempts, "url", None, lambda st: _fetch_urls(dataset, entry, st, attempts, log))
         if result:
@@ -154,6 +167,19 @@ def _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log) -> dict |
             if result:
                 return {"source": "kaggle", "location": slug, **result}
     return None
+
+
+def too_large(dataset: str, entry: dict, limit_mb: float) -> str:
+    """Why a dataset is not downloaded under `auto`, and how to get it."""
+    size, exact = records.download_size(entry)
+    about = "" if exact else "about "
+    unpacked = sum((f["bytes"] or f["approx_bytes"] or 0) for f in entry["files"] if f["unpack"])
+    return (f"skipped: its download is {about}{transfer.human(size)}, over max_auto_download_mb ({limit_mb:g} MB) "
+            f"(about {transfer.duration(size / 10e6)} at 10 MB/s, {transfer.duration(size / 1e6)} at 1 MB/s"
+            + (f"; the unpacked files take up to about {transfer.human(unpacked * transfer.UNPACK_FACTOR)} more"
+               if unpacked else "")
+            + f"). To download it, set `dataset_source: {{{dataset}: real}}` in config/config.yaml (or raise "
+            f"max_auto_download_mb, or put a copy in the mirror)")
 
 
 def _try(raw_dir, attempts, source, location, fetch) -> dict | None:
@@ -179,7 +205,7 @@ def _fetch_mirror(dataset, entry, mirror: Path, folder: Path, staging: Path, log
             raise DataError(f"{dataset}: {f['name']}: not in the mirror ({src})")
         log(f"{dataset}: copying {src}")
         shutil.copyfile(src, staging / f["name"])
-        rec = _verify(dataset, f, staging / f["name"], f"mirror {src}")
+        rec = _verify(dataset, f, staging / f["name"], f"mirror {src}", log)
         _add(dataset, f, rec, staging, files, archives, log)
     return {"files": files, "archives": archives}
 
@@ -193,17 +219,19 @@ def _fetch_urls(dataset, entry, staging: Path, attempts: list, log) -> dict:
             url, member = (source, None) if isinstance(source, str) else (source["url"], source["member"])
             try:
                 payload = dest.with_name(dest.name[:-3]) if f["gzip"] else dest
+                label = f"{dataset}: {f['name']}"
+                size = f["bytes"] or f["approx_bytes"]
                 if member is None:
-                    _download(url, payload, f"{dataset}: {f['name']}", log)
+                    _download(url, payload, label, log, size=None if f["gzip"] else size, unpack=bool(f["unpack"]))
                 else:
                     if url not in containers:
                         container = staging / f".archive-{len(containers)}"
-                        _download(url, container, f"{dataset}: {f['name']}", log)
+                        _download(url, container, label, log, unpack=True)
                         containers[url] = container
-                    _extract_member(dataset, containers[url], member, payload)
+                    transfer.extract_members(dataset, containers[url], {member: payload}, log)
                 if f["gzip"]:
                     _gzip(payload, dest)
-                rec = _verify(dataset, f, dest, url)
+                rec = _verify(dataset, f, dest, url, log)
                 rec["location"] = url + (f"#{member}" if member else "")
                 break
             except DataError as exc:
@@ -245,7 +273,7 @@ def _fetch_kaggle(dataset, entry, staging: Path, log) -> dict:
             _gzip(found[want], dest)
         else:
             os.replace(found[want], dest)
-        rec = _verify(dataset, f, dest, f"Kaggle {slug}")
+        rec = _verify(dataset, f, dest, f"Kaggle {slug}", log)
         _add(dataset, f, rec, staging, files, archives, log)
     shutil.rmtree(box)
     return {"files": files, "archives": archives}
@@ -301,16 +329,21 @@ def _generate_standin(dataset, entry, staging: Path, log, inputs: dict) -> dict:
 
 def _staged(raw_dir: Path, fetch) -> dict:
     """Run fetch(staging) in a fresh staging folder inside raw_dir; move its files into raw_dir only if it
-    succeeds; always remove the staging folder. Files of an earlier download that the new one lacks are removed."""
+    succeeds; always remove the staging folder. Files of an earlier download that the new one lacks are removed
+    (partial downloads too, unless the files are a stand-in's). The files' verified sha256 go to HASH_CACHE, so that
+    `prepare` does not hash them again."""
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=raw_dir))
     try:
         result = fetch(staging)
         names = {f["name"] for f in result["files"]}
         for name in sorted(names):
             os.replace(staging / name, raw_dir / name)
+        # partial downloads stay while the real data is not there, for the next run to resume
+        keep = {SOURCE_FILE, HASH_CACHE} | ({transfer.PARTIAL_DIR} if result.get("standin") else set())
         for old in raw_dir.iterdir():
-            if old.name not in names and old.name != SOURCE_FILE and old != staging:
+            if old.name not in names and old.name not in keep and old != staging:
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
+        remember_sha256(raw_dir, {f["name"]: f["sha256"] for f in result["files"]}, replace=True)
         result.setdefault("standin", False)
         result.setdefault("generator", None)
         return result
@@ -318,9 +351,9 @@ def _staged(raw_dir: Path, fetch) -> dict:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _verify(dataset: str, f: dict, path: Path, origin: str) -> dict:
+def _verify(dataset: str, f: dict, path: Path, origin: str, log=None) -> dict:
     """Check a stored file against its catalog entry before anything uses it; return its record."""
-    digest = sha256_file(path)
+    digest = transfer.sha256_logged(path, log, f"{dataset}: {f['name']}")
     rec = {"name": f["name"], "sha256": digest, "bytes": path.stat().st_size}
     if f["sha256"]:
         accepted = [f["sha256"], *f["alt_sha256"]]
@@ -349,9 +382,9 @@ def _add(dataset, f, rec, staging: Path, files: list, archives: list, log) -> No
         return
     archive = staging / f["name"]
     log(f"{dataset}: unpacking {', '.join(f['unpack'])} from {f['name']}")
+    digests = transfer.extract_members(dataset, archive, {member: staging / member for member in f["unpack"]}, log)
     for member in f["unpack"]:
-        _extract_member(dataset, archive, member, staging / member)
-        files.append({"name": member, "sha256": sha256_file(staging / member),
+        files.append({"name": member, "sha256": digests[member],
                       "bytes": (staging / member).stat().st_size,
                       "verified": f"member of {f['name']} (sha256 verified)", "from_archive": f["name"],
                       **({"location": rec["location"]} if "location" in rec else {})})
@@ -359,54 +392,13 @@ def _add(dataset, f, rec, staging: Path, files: list, archives: list, log) -> No
     archives.append(rec)
 
 
-def _download(url: str, dest: Path, label: str, log) -> None:
-    """Stream a URL (http, https or file) to dest, with progress lines for long transfers. `label` (dataset: file)
-    starts every error message."""
-    try:
-        request = urllib.request.Request(url, headers={"User-Agent": "dpfl-repro (+urllib)"})
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as resp, open(dest, "wb") as out:
-            total = int(resp.headers.get("Content-Length") or 0)
-            log(f"downloading {url}" + (f" ({total / 1e6:.1f} MB)" if total else ""))
-            done, last = 0, time.monotonic()
-            while block := resp.read(CHUNK):
-                out.write(block)
-                done += len(block)
-                if time.monotonic() - last >= PROGRESS_SECONDS:
-                    last = time.monotonic()
-                    log(f"  {done / 1e6:.1f}"
-                        + (f" of {total / 1e6:.1f} MB ({100 * done / total:.0f}%)" if total else " MB"))
-            if total and done != total:
-                raise DataError(f"{label}: transfer ended after {done} of {total} bytes")
-    except DataError:
-        raise
-    except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts, connection resets are OSErrors
-        raise DataError(f"{label}: {type(exc).__name__}: {exc}") from None
-
-
-def _extract_member(dataset: str, archive: Path, member: str, dest: Path) -> None:
-    """Copy the file whose base name is `member` out of a zip or tar archive (no path from the archive is used)."""
-    try:
-        if zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as z:
-                infos = [i for i in z.infolist() if not i.is_dir() and Path(i.filename).name == member]
-                names = [i.filename for i in z.infolist()]
-                if infos:
-                    with z.open(infos[0]) as src, open(dest, "wb") as out:
-                        shutil.copyfileobj(src, out, CHUNK)
-                    return
-        else:
-            with tarfile.open(archive) as tar:
-                names = []
-                for info in tar:
-                    names.append(info.name)
-                    if info.isfile() and Path(info.name).name == member:
-                        with tar.extractfile(info) as src, open(dest, "wb") as out:
-                            shutil.copyfileobj(src, out, CHUNK)
-                        return
-    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as exc:
-        raise DataError(f"{dataset}: cannot read archive for {member}: {type(exc).__name__}: {exc}") from None
-    shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
-    raise DataError(f"{dataset}: {member} not found in the archive (it holds: {shown or 'nothing'})")
+def _download(url: str, dest: Path, label: str, log, size: int | None = None, unpack: bool = False) -> None:
+    """Download a URL to dest (dpfl.data.transfer.fetch: retries, resume, free-disk check, progress lines) through a
+    partial file in the dataset's PARTIAL_DIR (dest's staging folder is inside the dataset's folder), kept between
+    runs until the real data is complete. `label` (dataset: file) starts every error message."""
+    raw_dir = dest.parent.parent
+    partial = raw_dir / transfer.PARTIAL_DIR / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}-{dest.name}"
+    transfer.fetch(url, dest, label, log, partial=partial, size=size, unpack=unpack)
 
 
 def _gzip(src: Path, dest: Path) -> None:

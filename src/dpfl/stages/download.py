@@ -13,7 +13,8 @@ from dpfl.io import get_logger
 
 def run_download(dataset: str, job: dict, source_json: str, log_path: str | None,
                  standin_inputs: dict | None = None) -> dict:
-    """`job` = the rule's identity params {entry (catalog entry), data_source (effective), source_key} plus the mirror
+    """`job` = the rule's identity params {entry (catalog entry), data_source (effective), source_key, and
+    max_auto_download_mb where data_source auto skips this dataset's download for its size} plus the mirror
     in effect now (resolved path or None; not part of the identity); `standin_inputs` {dataset: prepared .npz} the
     stand-in generator reads (the rule's standin_<dataset> inputs). A fallback from the first choice is a WARNING
     (console and job log) with one line per reason, also kept in SOURCE.json (`fallback_reasons`). A failure is
@@ -24,12 +25,15 @@ def run_download(dataset: str, job: dict, source_json: str, log_path: str | None
     log.info("data_source %s, mirror %s, source key %s", job["data_source"], mirror or "(none)", key)
     try:
         record = acquire(dataset, job["entry"], Path(source_json).parent, job["data_source"], mirror, log.info, key,
-                         standin_inputs)
+                         standin_inputs, job.get("max_auto_download_mb"))
     except DataError as exc:
         log.error("%s", exc)
         raise SystemExit(1) from None
     reasons = record["fallback_reasons"]
-    if reasons and record["standin"]:
+    if reasons and record["standin"] and any("max_auto_download_mb" in r for r in reasons):
+        log.warning("WARNING: %s: not downloaded (larger than max_auto_download_mb), using the SYNTHETIC STAND-IN; "
+                    "reasons:\n%s", dataset, "\n".join(f"  - {r}" for r in reasons))
+    elif reasons and record["standin"]:
         log.warning("WARNING: %s: no real source worked, using the SYNTHETIC STAND-IN; reasons:\n%s", dataset,
                     "\n".join(f"  - {r}" for r in reasons))
     elif reasons:
