@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dpfl.data import routes
+
 SOURCE_FILE = "SOURCE.json"
 STANDIN_KEY = "standin"
 NO_MIRROR_KEY = "no mirror copy"
@@ -37,23 +39,29 @@ def read_record(raw_dir: str | Path) -> dict | None:
 
 def accepted(f: dict, digest: str | None) -> bool:
     """Whether a file's recorded sha256 is one the catalog entry `f` accepts (its sha256 or a published variant); a
-    file without a published sha256 was accepted by its content check, which recorded its sha256."""
-    if f["sha256"]:
+    file with a content check (no published sha256, or another copy) was accepted by it, which recorded its
+    sha256."""
+    if f["sha256"] and not f.get("check"):
         return digest in (f["sha256"], *f["alt_sha256"])
     return bool(digest)
 
 
 def catalogued_real(entry: dict, record: dict) -> bool:
-    """Whether a SOURCE.json record holds real (not stand-in) data whose every file matches the catalog entry."""
+    """Whether a SOURCE.json record holds real (not stand-in) data whose every file matches the catalog entry: the
+    files of the route it names (dpfl.data.routes; records without one came from the catalog's `files`)."""
     if record.get("standin") is not False or record.get("source") not in ("mirror", "url", "kaggle"):
         return False
     files = {f.get("name"): f for f in record.get("files") or []}
     archives = {a.get("name"): a for a in record.get("archives") or []}
-    for f in entry["files"]:
-        if f["unpack"]:  # the archive was verified, then dropped; its members are the files
+    chosen = [e for name, e in routes.variants(entry) if name == (record.get("route") or routes.PRIMARY)]
+    if not chosen:
+        return False
+    for f in chosen[0]["files"]:
+        members = routes.members(f)
+        if members:  # the archive (or database) was verified, then dropped; its members are the files
             if f["name"] not in archives or not accepted(f, archives[f["name"]].get("sha256")):
                 return False
-            if any(member not in files for member in f["unpack"]):
+            if any(member not in files for member in members):
                 return False
         elif f["name"] not in files or not accepted(f, files[f["name"]].get("sha256")):
             return False

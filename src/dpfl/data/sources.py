@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from dpfl.data import checks, record as records, transfer
+from dpfl.data import checks, record as records, routes, transfer
 from dpfl.data.common import (HASH_CACHE, DataError, check_recorded_files, gzip_writer, remember_sha256, sha256_file,
                               sha256_gzip_content, standin_seed)
 from dpfl.io import write_json
@@ -99,7 +99,7 @@ def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "
         record = {"dataset": dataset, "source": record["source"], "standin": record["standin"],
                   "location": record["location"], "data_source": data_source, "source_key": source_key,
                   "retrieved_at": _now(), "files": record["files"], "archives": record["archives"],
-                  "generator": record["generator"], "attempts": attempts}
+                  "generator": record["generator"], "attempts": attempts, "route": record.get("route")}
         record["fallback_reasons"] = records.fallback_reasons(record)
         write_json(record, raw_dir / SOURCE_FILE)
         return record
@@ -134,17 +134,31 @@ def _verified_copy_present(dataset, entry, raw_dir: Path, log) -> dict | None:
 
 
 def _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log, limit_mb=None) -> dict | None:
-    """Try mirror, URLs, Kaggle in this order; return the record of the first that serves every file, else None.
-    `limit_mb`: a download larger than this is not tried (the mirror still is)."""
-    if mirror:
+    """The dataset's routes (dpfl.data.routes: the catalog's `files`, then its `routes`), each from the mirror, then
+    each from its URLs (and Kaggle); the record of the first that serves every file, with the route's name, else
+    None. `limit_mb`: a route's download larger than this is not tried (the mirror still is)."""
+    for stage in ("mirror", "remote"):
+        for name, route_entry in routes.variants(entry):
+            if stage == "mirror" and not mirror and name != routes.PRIMARY:
+                continue
+            record = _from_route_sources(dataset, route_entry, raw_dir, mirror, attempts, log, stage, limit_mb)
+            if record is not None:
+                return {**record, "route": name}
+    return None
+
+
+def _from_route_sources(dataset, entry, raw_dir, mirror, attempts, log, stage, limit_mb=None) -> dict | None:
+    """Try the mirror (stage mirror), or URLs then Kaggle (stage remote, unless the download is over `limit_mb`);
+    the record of the first that serves every file, else None."""
+    if stage == "mirror":
+        if not mirror:
+            attempts.append({"source": "mirror", "location": None,
+                             "error": "no mirror configured (config/config.yaml data_mirror or $DPFL_DATA_MIRROR)"})
+            return None
         folder = Path(mirror) / entry["mirror"]
         result = _try(raw_dir, attempts, "mirror", str(folder),
                       lambda st: _fetch_mirror(dataset, entry, Path(mirror), folder, st, log))
-        if result:
-            return {"source": "mirror", "location": str(folder), **result}
-    else:
-        attempts.append({"source": "mirror", "location": None,
-                         "error": "no mirror configured (config/config.yaml data_mirror or $DPFL_DATA_MIRROR)"})
+        return {"source": "mirror", "location": str(folder), **result} if result else None
     if limit_mb is not None and (entry["kaggle"] or all(f["urls"] for f in entry["files"])):
         if records.over_auto_limit(entry, "auto", limit_mb):
             reason = too_large(dataset, entry, limit_mb)
@@ -355,18 +369,20 @@ def _verify(dataset: str, f: dict, path: Path, origin: str, log=None) -> dict:
     """Check a stored file against its catalog entry before anything uses it; return its record."""
     digest = transfer.sha256_logged(path, log, f"{dataset}: {f['name']}")
     rec = {"name": f["name"], "sha256": digest, "bytes": path.stat().st_size}
-    if f["sha256"]:
-        accepted = [f["sha256"], *f["alt_sha256"]]
-        if digest not in accepted:
-            raise DataError(f"{dataset}: {f['name']} from {origin}: sha256 mismatch: expected {' or '.join(accepted)}, "
-                            f"actual {digest}")
+    accepted = [f["sha256"], *f["alt_sha256"]] if f["sha256"] else []
+    if digest in accepted:
         rec["verified"] = "sha256" if digest == f["sha256"] else "sha256 of a published variant (alt_sha256)"
-    else:
+    elif accepted and not f["check"]:
+        raise DataError(f"{dataset}: {f['name']} from {origin}: sha256 mismatch: expected {' or '.join(accepted)}, "
+                        f"actual {digest}")
+    else:  # no published sha256, or another copy of a file that has a content check: its content decides
         try:
-            summary = checks.CHECKS[f["check"]](dataset, path)
+            summary = checks.CHECKS[f["check"]](dataset, path, **f.get("expect", {}))
         except DataError as exc:
-            raise DataError(f"{exc} (from {origin})") from None
-        rec["verified"] = f"content check '{f['check']}': {summary}; no published sha256, recorded here"
+            mismatch = f"; its sha256 {digest} is not a published one either" if accepted else ""
+            raise DataError(f"{exc} (from {origin}){mismatch}") from None
+        why = "sha256 not a published one" if accepted else "no published sha256"
+        rec["verified"] = f"content check '{f['check']}': {summary}; {why}, recorded here"
     if f["gzip"]:
         try:
             rec["content_sha256"] = sha256_gzip_content(path)
@@ -377,16 +393,22 @@ def _verify(dataset: str, f: dict, path: Path, origin: str, log=None) -> dict:
 
 def _add(dataset, f, rec, staging: Path, files: list, archives: list, log) -> None:
     """Append a verified file's record; an archive is unpacked (its members become the files) and dropped."""
-    if not f["unpack"]:
+    if not routes.members(f):
         files.append(rec)
         return
     archive = staging / f["name"]
-    log(f"{dataset}: unpacking {', '.join(f['unpack'])} from {f['name']}")
-    digests = transfer.extract_members(dataset, archive, {member: staging / member for member in f["unpack"]}, log)
-    for member in f["unpack"]:
+    if f.get("convert"):  # a database whose splits become the loader's files (dpfl.data.routes)
+        routes.convert(dataset, f, archive, staging, log)
+        how = f"converted from {f['name']} ({f['convert']['format']}; the database: {rec['verified']})"
+        digests = {member: sha256_file(staging / member) for member in routes.members(f)}
+    else:
+        log(f"{dataset}: unpacking {', '.join(f['unpack'])} from {f['name']}")
+        digests = transfer.extract_members(dataset, archive, {member: staging / member for member in f["unpack"]}, log)
+        how = f"member of {f['name']} (sha256 verified)"
+    for member in routes.members(f):
         files.append({"name": member, "sha256": digests[member],
                       "bytes": (staging / member).stat().st_size,
-                      "verified": f"member of {f['name']} (sha256 verified)", "from_archive": f["name"],
+                      "verified": how, "from_archive": f["name"],
                       **({"location": rec["location"]} if "location" in rec else {})})
     archive.unlink()
     archives.append(rec)
