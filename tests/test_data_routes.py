@@ -21,7 +21,7 @@ from test_data_stackoverflow import TRAIN as SO_TRAIN
 
 from dpfl import config
 from dpfl.data import checks, record as records
-from dpfl.data.common import DataError
+from dpfl.data.common import HASH_CACHE, DataError
 from dpfl.data.loaders import emnist, stackoverflow, tff_sqlite
 from dpfl.data.sources import acquire
 
@@ -168,7 +168,7 @@ def test_emnist_sqlite_route_gives_the_h5_arrays(tmp_path):
     raw = tmp_path / "raw"
     record = acquire("emnist", emnist_entry(), raw, "real", str(mirror))
     assert record["route"] == "tff_sqlite" and record["source"] == "mirror"
-    assert sorted(p.name for p in raw.iterdir()) == ["SOURCE.json", emnist.TEST_FILE, emnist.TRAIN_FILE]
+    assert sorted(p.name for p in raw.iterdir()) == [HASH_CACHE, "SOURCE.json", emnist.TEST_FILE, emnist.TRAIN_FILE]
     assert "content check 'tff_sqlite'" in record["files"][0]["verified"]
     assert record["archives"][0]["name"] == "emnist_all.sqlite.lzma"
     got, _ = emnist.load(raw)
