@@ -205,7 +205,7 @@ def offline(monkeypatch, no_credentials):
     """Every URL fails as an unreachable host would; Kaggle has no credentials (and would fail if tried)."""
     tried = []
 
-    def no_network(url, dest, label, log):
+    def no_network(url, dest, label, log, **kwargs):
         tried.append(url)
         raise DataError(f"{label}: URLError: <urlopen error [Errno -3] Temporary failure in name resolution>")
 
