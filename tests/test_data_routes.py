@@ -21,7 +21,8 @@ from test_data_stackoverflow import TRAIN as SO_TRAIN
 
 from dpfl import config
 from dpfl.data import checks, record as records
-from dpfl.data.common import HASH_CACHE, DataError
+from dpfl.data.common import DataError
+from dpfl.data.hashes import HASH_CACHE
 from dpfl.data.loaders import emnist, stackoverflow, tff_sqlite
 from dpfl.data.sources import acquire
 

@@ -22,7 +22,8 @@ import pytest
 
 from dpfl import config
 from dpfl.data import sources
-from dpfl.data.common import HASH_CACHE, DataError, sha256_gzip_content
+from dpfl.data.common import DataError, sha256_gzip_content
+from dpfl.data.hashes import HASH_CACHE
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "workflow" / "schemas" / "datasets.schema.yaml"
@@ -72,7 +73,7 @@ def server(tmp_path):
 
 
 def leftovers(raw_dir: Path) -> list[str]:
-    """The files in raw_dir, but the sha256 cache (dpfl.data.common.HASH_CACHE) written beside verified files."""
+    """The files in raw_dir, but the sha256 cache (dpfl.data.hashes.HASH_CACHE) written beside verified files."""
     return sorted(p.name for p in raw_dir.iterdir() if p.name != HASH_CACHE) if raw_dir.exists() else []
 
 

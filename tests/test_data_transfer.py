@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from dpfl import config
-from dpfl.data import common, record as records, sources
+from dpfl.data import hashes, record as records, sources
 from dpfl.data.common import DataError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -315,27 +315,27 @@ def test_a_raw_file_is_hashed_once_while_its_size_and_mtime_match(tmp_path, monk
     raw = tmp_path / "raw" / "toy"
     record = sources.acquire("toy", e, raw, "real", str(mirror))
     hashed = []
-    real_hash = common.sha256_file
-    monkeypatch.setattr(common, "sha256_file", lambda path, *a, **k: hashed.append(Path(path).name)
+    real_hash = hashes.sha256_file
+    monkeypatch.setattr(hashes, "sha256_file", lambda path, *a, **k: hashed.append(Path(path).name)
                         or real_hash(path, *a, **k))
     for _ in range(3):  # what prepare checks on every run
-        common.check_recorded_files("toy", raw, record)
+        hashes.check_recorded_files("toy", raw, record)
     assert hashed == []
     # a new mtime (same content): hashed again, once, then trusted again
     st = (raw / "blob.bin").stat()
     os.utime(raw / "blob.bin", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    common.check_recorded_files("toy", raw, record)
-    common.check_recorded_files("toy", raw, record)
+    hashes.check_recorded_files("toy", raw, record)
+    hashes.check_recorded_files("toy", raw, record)
     assert hashed == ["blob.bin"]
     # changed content, same size, the mtime moved on: hashed, and refused
     (raw / "blob.bin").write_bytes(PAYLOAD[::-1])
     os.utime(raw / "blob.bin", ns=(st.st_atime_ns, st.st_mtime_ns + 2 * 10**9))
     with pytest.raises(DataError, match="changed after its download"):
-        common.check_recorded_files("toy", raw, record)
+        hashes.check_recorded_files("toy", raw, record)
     # changed size: hashed, and refused
     (raw / "blob.bin").write_bytes(PAYLOAD + b"x")
     with pytest.raises(DataError, match="changed after its download"):
-        common.check_recorded_files("toy", raw, record)
+        hashes.check_recorded_files("toy", raw, record)
     assert hashed == ["blob.bin"] * 3
 
 

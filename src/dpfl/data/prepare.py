@@ -9,7 +9,8 @@ import importlib
 from pathlib import Path
 
 from dpfl import paths
-from dpfl.data.common import DataError, check_recorded_files
+from dpfl.data.common import DataError
+from dpfl.data.hashes import check_recorded_files
 from dpfl.data.record import fallback_reasons, read_record
 
 

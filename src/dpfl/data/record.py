@@ -9,7 +9,7 @@
 - `fallback_reasons`: one line per source that failed before the one used (empty when the first choice worked).
 
 Import-light on purpose (the rules call source_key when they build the DAG): SOURCE.json is trusted there, nothing is
-hashed; `prepare` checks the files' sha256 before reading them (dpfl.data.common.check_recorded_files).
+hashed; `prepare` checks the files' sha256 before reading them (dpfl.data.hashes.check_recorded_files).
 - `download_size` and `over_auto_limit`: how large a dataset's download is, and whether `data_source: auto` skips it
   (config `max_auto_download_mb`).
 """

@@ -22,7 +22,7 @@ data/raw/<dataset>/.partial/ until the real data is complete (also between runs,
 check before any byte is written, progress lines. Under `auto`, a dataset whose download is larger than
 max_auto_download_mb (config) is not downloaded (its mirror copy is still used): the stand-in comes with a reason that
 says how to opt in. The verified files' sha256 are kept in data/raw/<dataset>/.sha256.json with their size and mtime
-(dpfl.data.common.sha256_cached), so that later checks do not hash multi-GB files again.
+(dpfl.data.hashes.sha256_cached), so that later checks do not hash multi-GB files again.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Callable
 
 from dpfl.data import checks, record as records, routes, transfer
-from dpfl.data.common import (HASH_CACHE, DataError, check_recorded_files, gzip_writer, remember_sha256, sha256_file,
-                              sha256_gzip_content, standin_seed)
+from dpfl.data.common import DataError, gzip_writer, sha256_file, sha256_gzip_content, standin_seed
+from dpfl.data.hashes import HASH_CACHE, check_recorded_files, remember_sha256
 from dpfl.io import write_json
 
 CHUNK = transfer.CHUNK
