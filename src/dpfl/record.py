@@ -27,11 +27,11 @@ import hashlib
 import io
 import json
 import os
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 from dpfl import claim_pages, codedeps, jobs, paths
+from dpfl.runinfo import git_output
 from dpfl.papers import FIGURES, PAPERS
 
 MODES = ("none", "authors-code")  # and the one-switch ablations a build holds (modes_built)
@@ -313,21 +313,13 @@ def _paper_claims(results: Path, quick: Path | None, paper: str) -> list[dict]:
     return out
 
 
-def _git(root: Path, *args: str) -> bytes | None:
-    """git's output in `root`, None when git cannot run there (no git, or not a checkout)."""
-    try:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def checkout_state(checkout: Path, results: Path, allow_dirty: bool = False) -> dict:
     """The commit of the checkout that made `results`, {"commit", "dirty"}, for the record to name the code of the
     build. A checkout with uncommitted changes (to tracked files), or one git cannot read, is refused: its commit does
     not name that code. With `allow_dirty` it is recorded as dirty, with "diff_sha256": the sha256 of `git diff HEAD`
     there (what `git diff HEAD | sha256sum` prints), so that the exact tree can still be told apart and checked."""
-    commit = _git(checkout, "rev-parse", "--short=12", "HEAD")
-    status = _git(checkout, "status", "--porcelain", "--untracked-files=no")
+    commit = git_output(checkout, "rev-parse", "--short=12", "HEAD")
+    status = git_output(checkout, "status", "--porcelain", "--untracked-files=no")
     if commit is None or status is None:
         if not allow_dirty:
             raise RecordError(f"{checkout} (the checkout that made {results}) is not a git checkout git can read, so "
@@ -341,7 +333,7 @@ def checkout_state(checkout: Path, results: Path, allow_dirty: bool = False) -> 
                               f"its commit {state['commit']} does not name the code of the build; commit them (the "
                               "code the build ran) and record again, or pass --allow-dirty to record it as dirty with "
                               "the sha256 of its `git diff HEAD`")
-        diff = _git(checkout, "diff", "--no-ext-diff", "--no-color", "HEAD")
+        diff = git_output(checkout, "diff", "--no-ext-diff", "--no-color", "HEAD")
         state["diff_sha256"] = hashlib.sha256(diff).hexdigest() if diff is not None else "unknown"
     return state
 

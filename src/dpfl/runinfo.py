@@ -107,13 +107,19 @@ def say_standins(cfg, variants: Iterable[tuple[str, str, str]] | Callable[[], It
 # --------------------------------------------------------------------------------------------------------- the build
 
 
-def _git(checkout: Path, *args: str) -> str | None:
-    """git's output in `checkout` (stripped), None when git cannot run there (no git, not a checkout, no remote)."""
+def git_output(checkout: Path, *args: str) -> bytes | None:
+    """git's raw output in `checkout` (bytes, so that a diff can be hashed as git wrote it), None when git cannot run
+    there (no git, not a checkout, no remote). The one place the project runs git (the report and the record)."""
     try:
-        done = subprocess.run(["git", *args], cwd=checkout, capture_output=True, text=True, check=True, timeout=30)
+        return subprocess.run(["git", *args], cwd=checkout, capture_output=True, check=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip()
+
+
+def _git(checkout: Path, *args: str) -> str | None:
+    """git_output as stripped text."""
+    out = git_output(checkout, *args)
+    return None if out is None else out.decode(errors="replace").strip()
 
 
 def web_url(remote: str | None) -> str | None:
