@@ -37,8 +37,8 @@ def closed_port() -> int:
 def make_project(tmp_path):
     """Factory: `make_project(items=CONFIG_ITEMS, into=None, offline_catalog=False)` copies `items` of the project
     (files or folders, without __pycache__) into tmp_path, or tmp_path/<into>, and returns that folder.
-    `offline_catalog=True` points every URL of the copied config/datasets.yaml at a closed local port and drops the
-    Kaggle slugs, so a data rule run on the copy downloads nothing."""
+    `offline_catalog=True` points every URL of the copied config/datasets.yaml (its routes' too) at a closed local
+    port and drops the Kaggle slugs, so a data rule run on the copy downloads nothing."""
 
     def make(items=CONFIG_ITEMS, *, into: str | None = None, offline_catalog: bool = False) -> Path:
         dest = tmp_path / into if into else tmp_path
@@ -57,6 +57,8 @@ def make_project(tmp_path):
                 entry["kaggle"] = None
                 for f in entry["files"]:
                     f["urls"] = [f"http://127.0.0.1:{port}/{f['name']}"]
+                for f in (f for route in entry.get("routes") or [] for f in route["files"]):
+                    f["urls"] = [f"http://127.0.0.1:{port}/{f['name']}"] if f.get("urls") else []
             path.write_text(yaml.safe_dump(catalog, sort_keys=False))
         return dest
 

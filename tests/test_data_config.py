@@ -121,3 +121,27 @@ def test_data_mirror_resolves_symlinks(project, monkeypatch, tmp_path):
     monkeypatch.delenv("DPFL_DATA_MIRROR")
     (project / "mirror-link").symlink_to(real)
     assert config.load(project, {"data_mirror": "mirror-link"}).data_mirror() == str(real.resolve())
+
+
+def test_dataset_files_names_a_folder_of_your_own(make_project, monkeypatch, tmp_path):
+    """dataset_files: resolved like the mirror (relative to the project, ~ expanded, symlinks resolved), unused with
+    the stand-in; a folder that does not exist, or an unknown dataset, stops loading with the fix."""
+    project = make_project(into="project")
+    monkeypatch.delenv("DPFL_DATA_MIRROR", raising=False)
+    own = tmp_path / "home" / ".keras" / "datasets"
+    own.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    cfg = config.load(project, {"dataset_files": {"emnist": "~/.keras/datasets"}})
+    assert cfg.dataset_folder("emnist") == str(own) and cfg.dataset_folder("mnist") is None
+    assert config.load(project, {"dataset_files": {"emnist": "../home/.keras/datasets"}}).dataset_folder(
+        "emnist") == str(own)
+    standin = config.load(project, {"dataset_files": {"emnist": str(own)}, "dataset_source": {"emnist": "standin"}})
+    assert standin.dataset_folder("emnist") is None
+    with pytest.raises(config.ConfigError) as err:
+        config.load(project, {"dataset_files": {"emnist": "~/.kears/datasets"}})
+    assert str(err.value) == (
+        f"the folder of emnist's files ~/.kears/datasets (that is {tmp_path}/home/.kears/datasets) does not exist "
+        "(from --config dataset_files): name the folder that holds the dataset's files (docs/data.md, \"Your own "
+        "copy\"), or remove emnist from dataset_files; a relative path is relative to the project")
+    with pytest.raises(config.ConfigError, match=r"dataset_files: unknown dataset 'emnsit' \(did you mean 'emnist'"):
+        config.load(project, {"dataset_files": {"emnsit": str(own)}})

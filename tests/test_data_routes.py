@@ -207,6 +207,31 @@ def test_emnist_extracted_h5_files_in_the_mirror(tmp_path):
         acquire("emnist", emnist_entry(tiny_counts=False), tmp_path / "raw2", "real", str(mirror))
 
 
+def test_extracted_h5_files_in_a_folder_of_your_own_come_first(tmp_path):
+    """config dataset_files: a user's folder (e.g. a Keras cache) is tried before the mirror, with every route, and
+    checked by content like a mirror copy; its path is the source key until the data is there."""
+    own = tmp_path / "keras" / "datasets"
+    own.mkdir(parents=True)
+    hand(own)
+    (own / "unrelated.txt").write_text("other datasets live here too")
+    mirror = tmp_path / "mirror"
+    (mirror / "emnist").mkdir(parents=True)
+    raw = tmp_path / "raw"
+    record = acquire("emnist", emnist_entry(), raw, "real", str(mirror), folder=str(own))
+    assert (record["source"], record["location"], record["route"]) == ("folder", str(own), "h5_members")
+    assert record["source_key"] == f"folder {own}" and record["fallback_reasons"] == [
+        f"folder {own}: emnist: fed_emnist_digitsonly.tar.bz2: not in the dataset_files folder "
+        f"({own / 'fed_emnist_digitsonly.tar.bz2'})"]
+    assert all(f["verified"].startswith("content check 'tff_h5': ") for f in record["files"])
+    assert_same(emnist.load(raw)[0], emnist.load(own)[0])
+    assert records.catalogued_real(emnist_entry(), records.read_record(raw))
+    # a folder without the files: the mirror is next, and the folder's reasons are kept
+    (own / emnist.TRAIN_FILE).unlink()
+    hand(mirror / "emnist")
+    record = acquire("emnist", emnist_entry(), tmp_path / "raw2", "real", str(mirror), folder=str(own))
+    assert record["source"] == "mirror" and sum(r.startswith(f"folder {own}") for r in record["fallback_reasons"]) == 3
+
+
 def test_h5_content_check_refuses_a_wrong_layout(tmp_path):
     hand(tmp_path)
     with pytest.raises(DataError, match="client f0000_10: no creation_date dataset"):

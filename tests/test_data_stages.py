@@ -57,7 +57,8 @@ def test_fallback_to_the_standin_is_a_warning_with_its_reasons(tmp_path, capsys)
     reason = f"mirror folder {missing} does not exist"
     assert any(reason in r for r in record["fallback_reasons"])
     for text in (err, log.read_text()):
-        assert "WARNING: insurance: no real source worked, using the SYNTHETIC STAND-IN" in text
+        assert "WARNING: insurance: no real source worked, using the SYNTHETIC STAND-IN (real data: " in text
+        assert "to download with `dataset_source: {insurance: real}` in config/config.yaml" in text
         assert reason in text and "Connection refused" in text
 
 

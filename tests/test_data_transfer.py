@@ -5,16 +5,12 @@ http.server on 127.0.0.1 in this process (or a local mirror folder): nothing tou
 
 from __future__ import annotations
 
-import bz2
 import collections
 import hashlib
-import http.server
 import importlib
-import io
 import os
 import shutil
 import tarfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -23,6 +19,7 @@ import yaml
 from dpfl import config
 from dpfl.data import hashes, record as records, sources
 from dpfl.data.common import DataError
+from loopback import Server, tar_bz2
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "workflow" / "schemas" / "datasets.schema.yaml"
@@ -54,57 +51,6 @@ def _offline_and_fast(no_credentials, monkeypatch):
     monkeypatch.setattr(transfer, "BACKOFF_SECONDS", 0.0)
     monkeypatch.setattr(transfer, "PROGRESS_SECONDS", 0.0)
     monkeypatch.setattr(transfer, "TIMEOUT_SECONDS", 5)
-
-
-class Server:
-    """An http.server on 127.0.0.1 (port 0) serving files from memory, with Range support (206) unless
-    `honour_range` is False; `drops` requests are cut off after half their body. `requests` records each request's
-    (path, Range header, status)."""
-
-    def __init__(self):
-        self.files: dict[str, bytes] = {}
-        self.honour_range = True
-        self.drops = 0
-        self.requests: list[tuple[str, str | None, int]] = []
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                name = self.path.lstrip("/")
-                if name not in server.files:
-                    server.requests.append((name, self.headers.get("Range"), 404))
-                    self.send_error(404)
-                    return
-                data, start, status = server.files[name], 0, 200
-                wanted = self.headers.get("Range")
-                if wanted and server.honour_range:
-                    start, status = int(wanted.split("=")[1].split("-")[0]), 206
-                server.requests.append((name, wanted, status))
-                body = data[start:]
-                self.send_response(status)
-                if status == 206:
-                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if server.drops:
-                    server.drops -= 1
-                    self.wfile.write(body[:len(body) // 2])
-                    self.wfile.flush()
-                    self.close_connection = True
-                    return
-                self.wfile.write(body)
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
@@ -208,7 +154,7 @@ def test_the_free_space_check_counts_the_unpacked_members_of_an_archive(tmp_path
     with pytest.raises(DataError) as err:
         sources.acquire("toy", e, tmp_path / "raw" / "toy", "real", None)
     need = len(PAYLOAD) * (1 + transfer.UNPACK_FACTOR)
-    assert f"the download and its unpacked members needs {need:,} bytes" in str(err.value)
+    assert f"the download and its unpacked members need {need:,} bytes" in str(err.value)
     assert leftovers(tmp_path / "raw" / "toy") == []
 
 
@@ -264,16 +210,6 @@ def test_every_catalog_file_states_its_size_and_stackoverflow_is_over_the_defaul
 # --------------------------------------------------------------------------------------------------
 # one-pass extraction
 # --------------------------------------------------------------------------------------------------
-
-
-def tar_bz2(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return bz2.compress(buf.getvalue())
 
 
 def test_the_members_of_an_archive_are_extracted_in_one_pass(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dpfl import paths
+from dpfl import config, paths
 from dpfl.claims import scale_reductions
 from dpfl.stages.claims import run_claims, run_paper_claims
 from dpfl.io import config_hash
@@ -27,6 +27,7 @@ from dpfl.stages.report import build_report, refresh_report
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg==")
 PDF = b"%PDF-1.4\n%fixture\n"
+ROOT = Path(__file__).resolve().parent.parent
 PAPER = "demo2024"
 EPS = [0.5, 1.0, 2.0, 4.0]
 CLAIMS = [
@@ -673,6 +674,19 @@ def test_the_first_screen_names_the_datasets_that_used_stand_ins(tmp_path):
     assert f'<a href="#{PAPER}-fig1-none">' in raw[raw.index('id="standins"'):raw.index('class="figure"')]
     build_report(figures[3:], {"scale": "quick"}, str(tmp_path / "real/index.html"), None, root=tmp_path)
     assert 'id="standins"' not in (tmp_path / "real/index.html").read_text()
+
+
+def test_the_first_screen_says_how_to_get_each_stand_ins_real_data():
+    """With the project's catalog, each stand-in comes with its download size and the one line that fetches it."""
+    from dpfl.report import standins_used
+
+    why = {"summary": "no real source worked (url): url x: URLError", "lines": []}
+    entries = [{"built": True, "paper": "lowy2023", "figure": "fig4", "mode": "none",
+                "sidecar": {"datasets": [{"name": "mnist", "standin_why": why}]}}]
+    (item,) = standins_used(entries, config.load_datasets(ROOT))
+    assert item["fetch"] == ("real data: 11.6 MB to download with `dataset_source: {mnist: real}` in "
+                             "config/config.yaml, or a copy in the mirror")
+    assert standins_used(entries)[0]["fetch"] == ""
 
 
 def _first_screen(page: Path) -> str:

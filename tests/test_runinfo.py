@@ -85,13 +85,16 @@ def test_the_run_ends_naming_the_stand_ins_of_its_selected_figures(tmp_path):
                                 tmp_path, out)
     assert out.getvalue() == line + "\n"
     assert line.startswith("dpfl: WARNING: 1 dataset used a stand-in: mnist (no real source worked (mirror, 2 × url): "
-                           "mirror: no mirror configured (DPFL_DATA_MIRROR); and 2 more)"), line
+                           "mirror: no mirror configured (DPFL_DATA_MIRROR); and 2 more; real data: 11.6 MB to "
+                           "download with `dataset_source: {mnist: real}` in config/config.yaml, or a copy in the "
+                           "mirror)"), line
     assert "creditcard" not in line and "insurance" not in line and "SOURCE.json" in line
     _source(tmp_path, "insurance", True, data_source="standin")
     line = runinfo.say_standins(cfg, [("lowy2023", "fig5", "none"), ("lowy2023", "fig4", "none")], tmp_path,
                                 io.StringIO())
-    assert "2 datasets used stand-ins: insurance (the configuration asks for the stand-in (data_source: standin)), " \
-           "mnist (no real source worked" in line, line
+    assert "2 datasets used stand-ins: insurance (the configuration asks for the stand-in (data_source: standin); " \
+           "real data: 55.6 kB to download with `dataset_source: {insurance: real}`" in line, line
+    assert "), mnist (no real source worked" in line, line
     # the failed source's message is cut for the console (the report shows every line in full)
     only = runinfo.standin_datasets(["mnist"], tmp_path, width=runinfo.CONSOLE_REASON_CHARS)[0]
     assert only["reasons"][1] == url_error and "x" * 200 not in only["reason"]

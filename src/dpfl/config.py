@@ -389,6 +389,14 @@ class ProjectConfig:
         mirror = self.globals.get("data_mirror") or os.environ.get("DPFL_DATA_MIRROR") or None
         return None if mirror is None else os.path.realpath(self.root / Path(mirror).expanduser())
 
+    def dataset_folder(self, dataset: str) -> str | None:
+        """The user's own folder of this dataset's files (`dataset_files`), absolute with symlinks resolved (a relative
+        one is relative to the project root), or None; not used with data_source standin."""
+        folder = self.globals.get("dataset_files", {}).get(dataset)
+        if folder is None or self.data_source(dataset) == "standin":
+            return None
+        return os.path.realpath(self.root / Path(folder).expanduser())
+
     def data_source(self, dataset: str) -> str:
         """auto | real | standin for one dataset: its `dataset_source` override, else the global `data_source`."""
         if dataset not in self.datasets:
@@ -418,11 +426,13 @@ def load(root: str | Path, overrides: dict | None = None) -> ProjectConfig:
     validate(globals_, schemas / "config.schema.yaml", f"{_short(cfg_file)} (+ --config overrides)")
     _check_mirror(root, globals_, cli)
     datasets = load_datasets(root)
-    for name in sorted(set(globals_["dataset_source"]) - set(datasets)):
-        close = difflib.get_close_matches(name, list(datasets), n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise ConfigError(f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - dataset_source: "
-                          f"unknown dataset '{name}'{hint}; allowed: {', '.join(sorted(datasets))}")
+    for key in ("dataset_source", "dataset_files"):
+        for name in sorted(set(globals_[key]) - set(datasets)):
+            close = difflib.get_close_matches(name, list(datasets), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"invalid configuration in {_short(cfg_file)} (+ --config overrides):\n  - {key}: "
+                              f"unknown dataset '{name}'{hint}; allowed: {', '.join(sorted(datasets))}")
+    _check_dataset_files(root, globals_, cli)
 
     scale_file = root / "config" / "scales" / f"{globals_['scale']}.yaml"
     scale = read_yaml(scale_file)
@@ -536,6 +546,21 @@ def _check_mirror(root: Path, globals_: dict, overrides: dict) -> None:
         what = "is not a folder" if os.path.exists(path) else "does not exist"
         shown = written if path == written else f"{written} (that is {path})"
         raise ConfigError(f"the data mirror {shown} {what} (from {origin}): {fix}")
+
+
+def _check_dataset_files(root: Path, globals_: dict, overrides: dict) -> None:
+    """Each folder named in `dataset_files` must be a folder (as the mirror must): a mistyped path would otherwise
+    go unnoticed, the dataset coming from the next source."""
+    origin = ("--config dataset_files" if "dataset_files" in overrides
+              else "dataset_files in config/config.yaml")
+    for dataset, written in sorted(globals_["dataset_files"].items()):
+        path = os.path.realpath(root / Path(written).expanduser())
+        if not os.path.isdir(path):
+            what = "is not a folder" if os.path.exists(path) else "does not exist"
+            shown = written if path == written else f"{written} (that is {path})"
+            raise ConfigError(f"the folder of {dataset}'s files {shown} {what} (from {origin}): name the folder "
+                              f"that holds the dataset's files (docs/data.md, \"Your own copy\"), or remove "
+                              f"{dataset} from dataset_files; a relative path is relative to the project")
 
 
 def variant_overlay(spec: dict, mode: str, where: str = "") -> dict:

@@ -130,16 +130,21 @@ def standin_reasons(dataset: dict, settings: dict) -> dict | None:
     return {"summary": standin_summary(lines, configured=not lines and asked == "standin"), "lines": lines}
 
 
-def standins_used(entries: list[dict]) -> list[dict]:
-    """The datasets the report's figures used stand-ins for, each {name, reason, figures: [(text, anchor)]}, for the
-    top of the page (the figures themselves carry the SYNTHETIC STAND-IN banner); from the figures' sidecars."""
+def standins_used(entries: list[dict], catalog: dict | None = None) -> list[dict]:
+    """The datasets the report's figures used stand-ins for, each {name, reason, fetch, figures: [(text, anchor)]},
+    for the top of the page (the figures themselves carry the SYNTHETIC STAND-IN banner); from the figures' sidecars.
+    `fetch`: how to get the real data, with its size, from the dataset `catalog` ("" without one)."""
+    from dpfl.data.record import real_data_hint
+
     out: dict[str, dict] = {}
     for e in entries:
         for d in e["sidecar"].get("datasets", []) if e["built"] else []:
             if not d.get("standin_why"):
                 continue
-            item = out.setdefault(d.get("name") or "?", {"name": d.get("name") or "?",
-                                                         "reason": d["standin_why"]["summary"], "figures": []})
+            name = d.get("name") or "?"
+            fetch = real_data_hint(name, catalog[name]) if catalog and name in catalog else ""
+            item = out.setdefault(name, {"name": name, "reason": d["standin_why"]["summary"], "fetch": fetch,
+                                         "figures": []})
             shown = (f"{e['paper']} {e['figure']}" + (f" ({e['mode']})" if e["mode"] != "none" else ""),
                      f"{e['paper']}-{e['figure']}-{e['mode']}")
             if shown not in item["figures"]:
@@ -355,6 +360,16 @@ def scale_summary(entries: list[dict], settings: dict) -> dict | None:
     return {"sentence": sentence, "rows": sorted(rows.values(), key=lambda r: (r["paper"], r["key"], r["figures"]))}
 
 
+def _catalog(root: Path) -> dict | None:
+    """The dataset catalog of the project at `root` (config/datasets.yaml), or None where there is none to read."""
+    from dpfl.config import ConfigError, load_datasets
+
+    try:
+        return load_datasets(root)
+    except (OSError, ConfigError):
+        return None
+
+
 def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path, bool]], root: Path = Path("."),
                    paper_claims: list[dict] | None = None, notice: str = "",
                    build: dict | None = None) -> tuple[list[str], Counter]:
@@ -395,7 +410,7 @@ def render_reports(figures: list[dict], settings: dict, targets: list[tuple[Path
         device=next((e["sidecar"]["device"] for e in entries if e["built"]), {}),
         problems=problems,
         notice=notice,
-        standins=standins_used(entries),
+        standins=standins_used(entries, _catalog(root)),
         build=build,
         has_record=any(e.get("record") for e in entries),  # a link to the committed record's pages
     )

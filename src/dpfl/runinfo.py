@@ -45,10 +45,14 @@ def standin_summary(reasons: list[str], configured: bool, width: int | None = No
     return f"no real source worked ({tried}): {first}" + (f"; and {len(reasons) - 1} more" if len(reasons) > 1 else "")
 
 
-def standin_datasets(datasets: Iterable[str], root: str | Path = ".", width: int | None = None) -> list[dict]:
+def standin_datasets(datasets: Iterable[str], root: str | Path = ".", width: int | None = None,
+                     catalog: dict | None = None) -> list[dict]:
     """The datasets among `datasets` whose provenance record (data/raw/<dataset>/SOURCE.json under `root`) says they
-    are stand-ins, each {name, reason (standin_summary), reasons (every failed source)}, in the order given; a dataset
-    without a record (its download has not run) is left out."""
+    are stand-ins, each {name, reason (standin_summary), reasons (every failed source), fetch (how to get the real
+    data and its size, from the dataset `catalog` when given, else "")}, in the order given; a dataset without a
+    record (its download has not run) is left out."""
+    from dpfl.data.record import real_data_hint
+
     out = []
     for name in dict.fromkeys(datasets):
         try:
@@ -59,7 +63,8 @@ def standin_datasets(datasets: Iterable[str], root: str | Path = ".", width: int
             continue
         reasons = [str(r) for r in record.get("fallback_reasons") or []]
         out.append({"name": name, "reasons": reasons,
-                    "reason": standin_summary(reasons, record.get("data_source") == "standin", width)})
+                    "reason": standin_summary(reasons, record.get("data_source") == "standin", width),
+                    "fetch": real_data_hint(name, catalog[name]) if catalog and name in catalog else ""})
     return out
 
 
@@ -68,7 +73,8 @@ def standins_sentence(standins: list[dict]) -> str:
     if not standins:
         return ""
     head = ("1 dataset used a stand-in" if len(standins) == 1 else f"{len(standins)} datasets used stand-ins")
-    return f"{head}: " + ", ".join(f"{s['name']} ({s['reason']})" for s in standins)
+    return f"{head}: " + ", ".join(f"{s['name']} ({s['reason']}" + (f"; {s['fetch']}" if s.get("fetch") else "")
+                                   + ")" for s in standins)
 
 
 def datasets_used(cfg, variants: Iterable[tuple[str, str, str]]) -> list[str]:
@@ -92,7 +98,8 @@ def say_standins(cfg, variants: Iterable[tuple[str, str, str]] | Callable[[], It
     stream = stream if stream is not None else sys.stderr
     try:
         chosen = variants() if callable(variants) else variants
-        standins = standin_datasets(datasets_used(cfg, chosen), root, width=CONSOLE_REASON_CHARS)
+        standins = standin_datasets(datasets_used(cfg, chosen), root, width=CONSOLE_REASON_CHARS,
+                                    catalog=cfg.datasets)
         sentence = standins_sentence(standins)
         if not sentence:
             return ""

@@ -31,7 +31,8 @@ def _download_identity(wildcards):
     setting of the moment no longer counts; until then it is the mirror copy a download would try."""
     dataset = wildcards.dataset
     entry, source = CFG.datasets[dataset], CFG.data_source(dataset)
-    key = data_record.source_key(entry, source, _mirror(source), os.path.dirname(paths.raw_source(dataset)))
+    key = data_record.source_key(entry, source, _mirror(source), os.path.dirname(paths.raw_source(dataset)),
+                                 CFG.dataset_folder(dataset))
     identity = {"entry": entry, "data_source": source, "source_key": key}
     limit = CFG.globals["max_auto_download_mb"]
     if data_record.over_auto_limit(entry, source, limit):  # only then: other downloads keep their identity
@@ -44,6 +45,12 @@ def _download_mirror(wildcards, output):
     derived from the output and leaves it out of the params it compares: the mirror path itself never reruns
     anything (the identity above decides)."""
     return _mirror(CFG.data_source(wildcards.dataset))
+
+
+def _download_folder(wildcards, output):
+    """The user's own folder of this dataset's files (config dataset_files), as the mirror: its path is in the
+    source key until real data is there, and is not compared itself."""
+    return CFG.dataset_folder(wildcards.dataset)
 
 
 def _mirror(source):
@@ -90,6 +97,7 @@ rule download:
     params:
         identity=_download_identity,
         mirror=_download_mirror,
+        folder=_download_folder,
     log:
         paths.data_logs("{dataset}") + "download.log",
     benchmark:

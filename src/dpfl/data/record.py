@@ -49,7 +49,7 @@ def accepted(f: dict, digest: str | None) -> bool:
 def catalogued_real(entry: dict, record: dict) -> bool:
     """Whether a SOURCE.json record holds real (not stand-in) data whose every file matches the catalog entry: the
     files of the route it names (dpfl.data.routes; records without one came from the catalog's `files`)."""
-    if record.get("standin") is not False or record.get("source") not in ("mirror", "url", "kaggle"):
+    if record.get("standin") is not False or record.get("source") not in ("folder", "mirror", "url", "kaggle"):
         return False
     files = {f.get("name"): f for f in record.get("files") or []}
     archives = {a.get("name"): a for a in record.get("archives") or []}
@@ -87,16 +87,31 @@ def over_auto_limit(entry: dict, data_source: str, limit_mb: float | None) -> bo
     return data_source == "auto" and limit_mb is not None and download_size(entry)[0] > limit_mb * 1e6
 
 
-def request_key(entry: dict, data_source: str, mirror: str | None) -> str:
-    """What a download would try, as far as it can change without the catalog: the dataset's mirror folder if it
-    exists (a mirror that does not have the dataset offers nothing new)."""
+def real_data_hint(dataset: str, entry: dict) -> str:
+    """How to get a stand-in dataset's real data, in one phrase with its download size: the one config line, or the
+    mirror."""
+    size, exact = download_size(entry)
+    about = "" if exact else "about "
+    from dpfl.data.transfer import human  # import-light module: the rules import this one
+
+    return (f"real data: {about}{human(size)} to download with `dataset_source: {{{dataset}: real}}` in "
+            f"config/config.yaml, or a copy in the mirror")
+
+
+def request_key(entry: dict, data_source: str, mirror: str | None, folder: str | None = None) -> str:
+    """What a download would try, as far as it can change without the catalog: the user's own folder of the dataset's
+    files (config `dataset_files`) if one is named, else the dataset's mirror folder if it exists (a mirror that does
+    not have the dataset offers nothing new)."""
     if data_source == "standin":
         return STANDIN_KEY
+    if folder:
+        return f"folder {folder}"
     folder = Path(mirror, entry["mirror"]) if mirror else None
     return f"mirror {folder}" if folder is not None and folder.is_dir() else NO_MIRROR_KEY
 
 
-def source_key(entry: dict, data_source: str, mirror: str | None, raw_dir: str | Path) -> str:
+def source_key(entry: dict, data_source: str, mirror: str | None, raw_dir: str | Path,
+               folder: str | None = None) -> str:
     """The download's key (see the module docstring): the key recorded with verified real data already in raw_dir,
     else what a download would try now."""
     if data_source != "standin":
@@ -104,7 +119,7 @@ def source_key(entry: dict, data_source: str, mirror: str | None, raw_dir: str |
         if record is not None and catalogued_real(entry, record):
             # records written before keys were kept: their source stands for the key
             return record.get("source_key") or f"{record['source']} {record.get('location')}"
-    return request_key(entry, data_source, mirror)
+    return request_key(entry, data_source, mirror, folder)
 
 
 def one_line(attempt: dict) -> str:

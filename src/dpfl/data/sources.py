@@ -57,7 +57,7 @@ class _SourceFailed(Exception):
 
 def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "auto", mirror: str | None = None,
             log: Log = _default_log, source_key: str | None = None, standin_inputs: dict | None = None,
-            max_auto_download_mb: float | None = None) -> dict:
+            max_auto_download_mb: float | None = None, folder: str | None = None) -> dict:
     """Fill raw_dir with the dataset's verified files, write raw_dir/SOURCE.json and return its content.
 
     `entry` is the dataset's validated entry of config/datasets.yaml; `mirror` the resolved mirror folder or None;
@@ -66,12 +66,13 @@ def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "
     SOURCE.json's `fallback_reasons` lists why the sources before the one used failed (empty when the first
     choice worked). Raises DataError (naming the dataset, each source tried and why it failed) when nothing allowed
     worked. `max_auto_download_mb`: under `auto`, a dataset whose download (the catalog's `bytes` or `approx_bytes` of
-    its files) is larger is not downloaded (the mirror is still tried); SOURCE.json's reasons say how to opt in."""
+    its files) is larger is not downloaded (the mirror is still tried); SOURCE.json's reasons say how to opt in.
+    `folder`: the user's own folder of this dataset's files (config `dataset_files`), tried before the mirror."""
     if data_source not in ("auto", "real", "standin"):
         raise ValueError(f"data_source must be auto, real or standin, not {data_source!r}")
     raw_dir = Path(raw_dir)
     if source_key is None:
-        source_key = records.request_key(entry, data_source, mirror)
+        source_key = records.request_key(entry, data_source, mirror, folder)
     created = not raw_dir.exists()
     raw_dir.mkdir(parents=True, exist_ok=True)
     attempts: list[dict] = []
@@ -86,7 +87,7 @@ def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "
         record = None
         if data_source != "standin":
             limit = max_auto_download_mb if data_source == "auto" else None
-            record = _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log, limit)
+            record = _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log, limit, folder)
             if record is None and data_source == "real":
                 raise DataError(_failure(dataset, "no real source worked (data_source: real)", attempts, mirror, entry))
         if record is None:
@@ -133,23 +134,32 @@ def _verified_copy_present(dataset, entry, raw_dir: Path, log) -> dict | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log, limit_mb=None) -> dict | None:
-    """The dataset's routes (dpfl.data.routes: the catalog's `files`, then its `routes`), each from the mirror, then
-    each from its URLs (and Kaggle); the record of the first that serves every file, with the route's name, else
-    None. `limit_mb`: a route's download larger than this is not tried (the mirror still is)."""
-    for stage in ("mirror", "remote"):
+def _from_real_sources(dataset, entry, raw_dir, mirror, attempts, log, limit_mb=None, folder=None) -> dict | None:
+    """The dataset's routes (dpfl.data.routes: the catalog's `files`, then its `routes`), each from the user's own
+    folder (`folder`, if given), then each from the mirror, then each from its URLs (and Kaggle); the record of the
+    first that serves every file, with the route's name, else None. `limit_mb`: a route's download larger than this
+    is not tried (the folder and the mirror still are)."""
+    for stage in ("folder", "mirror", "remote"):
+        if stage == "folder" and not folder:
+            continue
         for name, route_entry in routes.variants(entry):
             if stage == "mirror" and not mirror and name != routes.PRIMARY:
                 continue
-            record = _from_route_sources(dataset, route_entry, raw_dir, mirror, attempts, log, stage, limit_mb)
+            record = _from_route_sources(dataset, route_entry, raw_dir, mirror, attempts, log, stage, limit_mb,
+                                         folder)
             if record is not None:
                 return {**record, "route": name}
     return None
 
 
-def _from_route_sources(dataset, entry, raw_dir, mirror, attempts, log, stage, limit_mb=None) -> dict | None:
-    """Try the mirror (stage mirror), or URLs then Kaggle (stage remote, unless the download is over `limit_mb`);
-    the record of the first that serves every file, else None."""
+def _from_route_sources(dataset, entry, raw_dir, mirror, attempts, log, stage, limit_mb=None,
+                        folder=None) -> dict | None:
+    """Try the user's folder (stage folder), the mirror (stage mirror), or URLs then Kaggle (stage remote, unless
+    the download is over `limit_mb`); the record of the first that serves every file, else None."""
+    if stage == "folder":
+        result = _try(raw_dir, attempts, "folder", str(folder),
+                      lambda st: _copy_verified(dataset, entry, Path(folder), st, log, "dataset_files folder"))
+        return {"source": "folder", "location": str(folder), **result} if result else None
     if stage == "mirror":
         if not mirror:
             attempts.append({"source": "mirror", "location": None,
@@ -212,14 +222,22 @@ def _fetch_mirror(dataset, entry, mirror: Path, folder: Path, staging: Path, log
         raise DataError(f"mirror folder {mirror} does not exist")
     if not folder.is_dir():
         raise DataError(f"{dataset}: the mirror {mirror} has no {entry['mirror']}/ folder")
+    return _copy_verified(dataset, entry, folder, staging, log, "mirror")
+
+
+def _copy_verified(dataset, entry, folder: Path, staging: Path, log, what: str) -> dict:
+    """Copy every file of the route `entry` from `folder` (the mirror's dataset folder, or the user's own folder)
+    into staging, each verified (sha256 or content check) and unpacked or converted as the catalog says."""
+    if not folder.is_dir():
+        raise DataError(f"{dataset}: the {what} {folder} is not a folder")
     files, archives = [], []
     for f in entry["files"]:
         src = folder / f["name"]
         if not src.is_file():
-            raise DataError(f"{dataset}: {f['name']}: not in the mirror ({src})")
+            raise DataError(f"{dataset}: {f['name']}: not in the {what} ({src})")
         log(f"{dataset}: copying {src}")
         shutil.copyfile(src, staging / f["name"])
-        rec = _verify(dataset, f, staging / f["name"], f"mirror {src}", log)
+        rec = _verify(dataset, f, staging / f["name"], f"{what} {src}", log)
         _add(dataset, f, rec, staging, files, archives, log)
     return {"files": files, "archives": archives}
 
@@ -437,6 +455,6 @@ def _failure(dataset: str, headline: str, attempts: list, mirror, entry) -> str:
     fallback = (f"or allow the synthetic stand-in (config/config.yaml or --config: data_source: auto, or "
                 f"dataset_source: {{{dataset}: standin}}; allowed: auto, real, standin)"
                 if entry["standin"] else "(there is no stand-in to fall back to)")
-    lines.append(f"Put verified copies in {where} (config/config.yaml data_mirror or $DPFL_DATA_MIRROR), fix the "
-                 f"network, {fallback}.")
+    lines.append(f"Put verified copies in {where} (config/config.yaml data_mirror or $DPFL_DATA_MIRROR) or in a "
+                 f"folder named by dataset_files: {{{dataset}: <folder>}}, fix the network, {fallback}.")
     return "\n".join(lines)

@@ -50,7 +50,7 @@ Log = Callable[[str], None]
 
 def human(n: float) -> str:
     """Bytes for people: 1.2 GB, 34.5 MB, 678 kB."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for unit, size in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n) >= size:
             return f"{n / size:.1f} {unit}"
     return f"{int(n)} B"
@@ -96,7 +96,8 @@ def check_free_space(folder: Path, needed: int, label: str, what: str) -> None:
     """DataError, before anything is written, when `folder`'s file system has less than `needed` bytes free."""
     free = shutil.disk_usage(folder).free
     if free < needed:
-        raise DataError(f"{label}: not enough free disk space in {folder}: {what} needs {needed:,} bytes "
+        verb = "need" if " and " in what else "needs"
+        raise DataError(f"{label}: not enough free disk space in {folder}: {what} {verb} {needed:,} bytes "
                         f"({human(needed)}), {free:,} bytes ({human(free)}) are free; free some space there (or "
                         f"put the files in the mirror, or use the stand-in) and run again")
 
@@ -129,14 +130,20 @@ def fetch(url: str, dest: Path, label: str, log: Log, *, partial: Path, size: in
             log(f"{label}: {exc}; try {attempt + 2} of {retries + 1} in {wait:g} s"
                 + (f", resuming after {have:,} bytes" if have else ""))
             time.sleep(wait)
-        except DataError:
+        except DataError as exc:
             _remove_if_empty(partial.parent)
-            raise
-    have = partial.stat().st_size if partial.exists() else 0
+            if not partial.exists():
+                raise
+            raise DataError(f"{exc}{_kept(partial, attempt + 1)}") from None
     _remove_if_empty(partial.parent)
-    raise DataError(f"{label}: {error} (gave up after {retries + 1} tries"
-                    + (f"; the {have:,} bytes received are kept and the next run resumes after them)" if have
-                       else ")"))
+    raise DataError(f"{label}: {error}{_kept(partial, retries + 1)}")
+
+
+def _kept(partial: Path, tries: int) -> str:
+    """What a failed transfer leaves for the next run: the bytes received so far, if any."""
+    have = partial.stat().st_size if partial.exists() else 0
+    return (f" (gave up after {tries} {'try' if tries == 1 else 'tries'}"
+            + (f"; the {have:,} bytes received are kept and the next run resumes after them)" if have else ")"))
 
 
 def _attempt(url: str, partial: Path, label: str, log: Log, size: int | None, unpack: bool) -> None:
