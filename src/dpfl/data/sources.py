@@ -27,11 +27,14 @@ says how to opt in. The verified files' sha256 are kept in data/raw/<dataset>/.s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
+import io
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -280,26 +283,35 @@ def _fetch_urls(dataset, entry, staging: Path, attempts: list, log) -> dict:
 
 
 def _fetch_kaggle(dataset, entry, staging: Path, log) -> dict:
-    """All files of the Kaggle dataset (unzipped), then each catalog file picked from them by name."""
+    """All files of the Kaggle dataset (unzipped), then each catalog file picked from them by name. What the kaggle
+    package prints (the dataset's URL; its help when it accepts no credentials) goes to `log`, not to stdout."""
     slug = entry["kaggle"]
     box = staging / ".kaggle"
     box.mkdir()
     log(f"{dataset}: downloading Kaggle dataset {slug}")
+    printed = io.StringIO()
     try:
-        # Imported only here: importing `kaggle` authenticates (over the network) and may exit without credentials.
-        from kaggle.api.kaggle_api_extended import KaggleApi
+        with contextlib.redirect_stdout(printed):
+            # Imported only here: importing `kaggle` authenticates (an access token over the network) and prints
+            # its help, then gives up, without credentials.
+            from kaggle.api.kaggle_api_extended import KaggleApi
 
-        api = KaggleApi()
-        api.authenticate()
-        api.dataset_download_files(slug, path=str(box), unzip=True, quiet=True, force=True)
-    except (Exception, SystemExit) as exc:  # the kaggle package calls exit() on authentication problems
-        raise DataError(f"{dataset}: Kaggle API download of {slug} failed: {type(exc).__name__}: {exc}") from None
+            api = KaggleApi()
+            api.authenticate()
+            api.dataset_download_files(slug, path=str(box), unzip=True, quiet=True, force=True)
+    except (Exception, SystemExit) as exc:  # the kaggle package calls exit() when it accepts no credentials
+        raise DataError(f"{dataset}: Kaggle API download of {slug} failed: {_kaggle_failure(slug, exc)}") from None
+    finally:
+        for line in printed.getvalue().splitlines():
+            if line.strip():
+                log(f"{dataset}: kaggle: {line.rstrip()}")
     found = {p.name: p for p in box.rglob("*") if p.is_file()}
     files, archives = [], []
     for f in entry["files"]:
         want = f["name"][:-3] if f["gzip"] else f["name"]
         if want not in found:
-            raise DataError(f"{dataset}: {want} not in the Kaggle dataset {slug} (it has: {', '.join(sorted(found))})")
+            raise DataError(f"{dataset}: {want} not in the Kaggle dataset {slug} (it has: "
+                            f"{', '.join(sorted(found)) or 'no files'})")
         dest = staging / f["name"]
         if f["gzip"]:
             _gzip(found[want], dest)
@@ -311,19 +323,49 @@ def _fetch_kaggle(dataset, entry, staging: Path, log) -> dict:
     return {"files": files, "archives": archives}
 
 
+#: where a user puts Kaggle credentials (docs/data.md, section Kaggle, says how)
+KAGGLE_CREDENTIALS = ("~/.kaggle/kaggle.json (mode 600), KAGGLE_USERNAME/KAGGLE_KEY or KAGGLE_API_TOKEN; "
+                      "see docs/data.md")
+
+
+def _kaggle_failure(slug: str, exc: BaseException) -> str:
+    """Why a Kaggle download failed, and what to do about it."""
+    if isinstance(exc, SystemExit):
+        return (f"the kaggle package accepted none of the credentials it found (it exited with status {exc.code}); "
+                f"set valid ones ({KAGGLE_CREDENTIALS})")
+    if isinstance(exc, ImportError):
+        return (f"the kaggle package cannot be imported ({type(exc).__name__}: {exc}); reinstall the project's "
+                f"dependencies (pip install -e .)")
+    what = f"{type(exc).__name__}: {exc}"
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if status == 401:
+        return (f"Kaggle rejected the credentials (HTTP 401, {what}); create a new API token in your Kaggle account "
+                f"settings and set it ({KAGGLE_CREDENTIALS})")
+    if status == 403:
+        return (f"Kaggle refused these credentials access to this dataset (HTTP 403, {what}); check that they are "
+                f"the right account's and that https://www.kaggle.com/datasets/{slug} opens for that account")
+    if status == 404:
+        return f"Kaggle has no dataset {slug} (HTTP 404, {what}); check its `kaggle:` slug in config/datasets.yaml"
+    return what
+
+
 def kaggle_credentials() -> str | None:
-    """Where Kaggle credentials are, or None. Checked without importing `kaggle`, whose import authenticates."""
+    """Where credentials that the kaggle package (2.2.4, with kagglesdk) reads are, or None. Checked without importing
+    `kaggle`, whose import authenticates. It reads a username and API key from KAGGLE_USERNAME/KAGGLE_KEY or
+    kaggle.json in its config folder (KAGGLE_CONFIG_DIR, else ~/.kaggle, else, on Linux when ~/.kaggle does not
+    exist, $XDG_CONFIG_HOME/kaggle); an access token from KAGGLE_API_TOKEN (the token or a file holding it) or
+    ~/.kaggle/access_token(.txt); the OAuth credentials of `kaggle auth login` from ~/.kaggle/credentials.json."""
     if os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY"):
         return "KAGGLE_USERNAME/KAGGLE_KEY"
     if os.environ.get("KAGGLE_API_TOKEN"):
         return "KAGGLE_API_TOKEN"
-    folders = [os.environ.get("KAGGLE_CONFIG_DIR"), "~/.kaggle",
-               os.path.join(os.environ.get("XDG_CONFIG_HOME") or "~/.config", "kaggle")]
-    for folder in filter(None, folders):
-        for name in ("kaggle.json", "access_token"):
-            path = Path(folder, name).expanduser()
-            if path.is_file():
-                return str(path)
+    home = Path("~/.kaggle").expanduser()
+    config = Path(os.environ.get("KAGGLE_CONFIG_DIR") or home).expanduser()
+    if not os.environ.get("KAGGLE_CONFIG_DIR") and sys.platform.startswith("linux") and not home.exists():
+        config = Path(os.environ.get("XDG_CONFIG_HOME") or "~/.config", "kaggle").expanduser()
+    for path in (config / "kaggle.json", home / "access_token", home / "access_token.txt", home / "credentials.json"):
+        if path.is_file() and path.stat().st_size:
+            return str(path)
     return None
 
 
