@@ -133,10 +133,9 @@ def test_dataset_files_names_a_folder_of_your_own(make_project, monkeypatch, tmp
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     cfg = config.load(project, {"dataset_files": {"emnist": "~/.keras/datasets"}})
     assert cfg.dataset_folder("emnist") == str(own) and cfg.dataset_folder("mnist") is None
-    assert config.load(project, {"dataset_files": {"emnist": "../home/.keras/datasets"}}).dataset_folder(
-        "emnist") == str(own)
-    standin = config.load(project, {"dataset_files": {"emnist": str(own)}, "dataset_source": {"emnist": "standin"}})
-    assert standin.dataset_folder("emnist") is None
+    cfg = config.load(project, {"dataset_files": {"emnist": "../home/.keras/datasets", "mnist": str(own)},
+                                "dataset_source": {"mnist": "standin"}})
+    assert cfg.dataset_folder("emnist") == str(own) and cfg.dataset_folder("mnist") is None  # not with the stand-in
     with pytest.raises(config.ConfigError) as err:
         config.load(project, {"dataset_files": {"emnist": "~/.kears/datasets"}})
     assert str(err.value) == (
