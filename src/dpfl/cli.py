@@ -80,7 +80,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from dpfl.record import RecordError, build, check, same_checkout, selection, why_texts
+    from dpfl.record import RecordError, build, check, not_recorded, same_checkout, selection, why_texts
 
     root = _project_root()
     try:
@@ -90,6 +90,9 @@ def cmd_record(args) -> int:
             stale = check(root, out)
             for line in stale:
                 print(f"stale: {line}")
+            for paper, figure in not_recorded(root, out):
+                print(f"not recorded yet: {paper}/{figure} (python -m dpfl record --figures {paper}/{figure} "
+                      "after a paper-scale build)")
             print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} in the reproduction record")
             return 1 if stale else 0
         chosen = selection(args.papers, args.figures)

@@ -529,6 +529,17 @@ def stale_entries(root: Path, out: Path | None = None) -> dict[tuple[str, str, s
     return stale
 
 
+def not_recorded(root: Path, out: Path | None = None) -> list[tuple[str, str]]:
+    """The registered figures (dpfl.papers.FIGURES) of the papers the record holds that have no entry in it yet: a
+    figure added since its paper was recorded. Listed, not an error: the record gets its entry from the next
+    paper-scale build that is recorded (python -m dpfl record --figures <paper>/<figure>)."""
+    record = _read_json((out or root / paths.RECORD_DIR) / "record.json")
+    if record is None:
+        return []
+    have = {(paper, e["figure"]) for paper, part in record["papers"].items() for e in part["entries"]}
+    return [(p, f) for (p, f) in FIGURES if p in record["papers"] and (p, f) not in have]
+
+
 def check(root: Path, out: Path | None = None) -> list[str]:
     """The record's built entries whose settings or code differ from today's, one line each (empty: none stale)."""
     return [f"{paper}/{figure}" + ("" if mode == "none" else f" ({mode})") + f": {why}"
