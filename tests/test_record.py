@@ -199,7 +199,7 @@ def test_a_record_written_per_paper_is_read_per_entry(project):
 def test_a_large_figure_is_shrunk_below_the_commit_limit(tmp_path):
     big = _png(tmp_path / "big.png", 900)
     assert big.stat().st_size > record.MAX_IMAGE_BYTES
-    small = record._image(big)
+    small = record.entries._image(big)
     assert len(small) <= record.MAX_IMAGE_BYTES and small[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -404,7 +404,7 @@ def test_a_record_with_quick_verdicts_keyed_by_id_is_read_per_claim_mode_and_var
     """An older record.json ({id: verdict} per entry) is upgraded to {id, mode, variant, verdict} items when read."""
     part = {"entries": [{"figure": "fig5", "mode": "authors-code", "quick_verdicts": {"C-L5a": "inconclusive"}}],
             "paper_claims": []}
-    assert record._upgrade(part)["entries"][0]["quick_verdicts"] == [
+    assert record.entries._upgrade(part)["entries"][0]["quick_verdicts"] == [
         {"id": "C-L5a", "mode": "authors-code", "variant": "authors-code", "verdict": "inconclusive"}]
 
 
@@ -438,13 +438,13 @@ def test_a_papers_builds_are_numbered_in_time_order(project):
     for e in part["entries"]:
         if e["figure"] in later:
             e["recorded"], e["command"], e["commit"] = later[e["figure"]]
-    page = record._paper_page("lowy2023", part).splitlines()
+    page = record.pages._paper_page("lowy2023", part).splitlines()
     listed = [line for line in page if line[:1].isdigit() and ". recorded " in line]
     expected = [later["fig9"], today, later["fig4"], later["fig6"], later["fig5"]]
     for n, (line, (recorded, command, commit)) in enumerate(zip(listed, expected, strict=True), 1):
         assert line.startswith(f"{n}. recorded {recorded} by `{command}` from a build at commit `{commit}`"), line
     for e in part["entries"]:
-        heading = page.index(f"## {record._name(e)}")
+        heading = page.index(f"## {record.entry_name(e)}")
         row = next(line for line in page[heading:] if line.startswith(f"| {e['mode']} |"))
         build = expected.index((e["recorded"], e["command"], e["commit"])) + 1
         assert row.endswith(f"| build {build} |"), (e["figure"], row)
@@ -558,7 +558,7 @@ def test_the_summary_opens_with_the_findings_and_the_record_keeps_no_mirror_path
     root, results = project
     out = root / paths.RECORD_DIR
     out.mkdir(parents=True, exist_ok=True)
-    (out / record.FINDINGS).write_text("## Findings\n\n1. A finding with its evidence.\n")
+    (out / record.pages.FINDINGS).write_text("## Findings\n\n1. A finding with its evidence.\n")
     record.build(root, results, None, ["lowy2023"], "python -m dpfl record")
     summary = (out / "README.md").read_text()
     assert summary.index("## Findings") < summary.index("## The claims") < summary.index("## Builds per paper")
@@ -613,11 +613,11 @@ def test_a_not_reproduced_cause_says_what_was_tried():
     bare word."""
     tried = {"cause": "not-reproduced", "cause_text": "not reproduced: a finding at paper scale on real data (scale "
              "'paper'); tried: Q2 alone inconclusive; Q3 alone inconclusive"}
-    assert record._cause_cell(tried) == "not-reproduced: tried: Q2 alone inconclusive; Q3 alone inconclusive"
+    assert record.pages._cause_cell(tried) == "not-reproduced: tried: Q2 alone inconclusive; Q3 alone inconclusive"
     untried = {**tried, "cause_text": "not reproduced: …; not yet investigated (no ablation of the authors' items "
                "was built)"}
-    assert "not yet investigated" in record._cause_cell(untried)
-    assert record._cause_cell({"cause": "stand-in", "cause_text": "synthetic stand-in data"}) == "stand-in"
+    assert "not yet investigated" in record.pages._cause_cell(untried)
+    assert record.pages._cause_cell({"cause": "stand-in", "cause_text": "synthetic stand-in data"}) == "stand-in"
 
 
 @pytest.mark.parametrize("argv", [["bench", "lowy2023", "--figures"], ["bench", "lowy2023", "--cells"],
@@ -642,7 +642,7 @@ def test_a_figure_registered_after_its_paper_was_recorded_is_listed_not_an_error
     record.build(root, results, None, ["balle2020"], "python -m dpfl record")
     added = ("balle2020", "fig2-copy")
     monkeypatch.setitem(papers.FIGURES, added, papers.FIGURES[("balle2020", "fig2")])
-    monkeypatch.setattr(record, "FIGURES", papers.FIGURES)
+    monkeypatch.setattr(record.entries, "FIGURES", papers.FIGURES)
     assert record.not_recorded(root) == [added] and record.check(root) == []
     assert added not in {k[:2] for k in record.for_report(root)}
     monkeypatch.setattr(cli, "_project_root", lambda: root)

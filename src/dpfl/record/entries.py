@@ -1,28 +1,10 @@
-"""The reproduction record: a built results/ directory (normally a paper-scale build) turned into committed pages
-under docs/reproduction/ (one per paper and a summary), so that a researcher reads the paper-scale verdicts without
-running for a day.
-
-Every registered figure and mode gets an entry: built (its image, data source, scale, settings and code hashes, run
-time, machine, every claim's verdict, cause and reason, beside a quick build's verdict when one is given) or not
-built (and why). Nothing is edited by hand: `python -m dpfl record` rewrites the pages from record.json, which it
-updates paper by paper or figure by figure (a paper-scale record is built in
-pieces: each entry keeps the date, commit and command of the build it came from), and `python -m dpfl record
---check` lists the entries whose settings or code differ from today's (the hashes the rerun logic uses: the table
-job's `config_hash` and the files every stage of the figure imports, dpfl.codedeps.stage_code).
-
-An entry's code hashes are those of the checkout that made the build (the results directory's parent when that is a
-project checkout, e.g. a paper-scale build in its own clone), not of the checkout that records it: recording an old
-build at a newer commit then shows up as stale instead of passing for current. A build from a checkout with
-uncommitted changes is refused (its commit does not name its code) unless `--allow-dirty`, which records the sha256
-of that checkout's `git diff HEAD`; the committed record takes paper-scale builds only (`--out DIR` records others).
-The command line records and checks only in the checkout the imported dpfl package comes from (`same_checkout`):
-elsewhere the settings would be one checkout's and the code hashes another's.
-"""
+"""The record's entries (dpfl.record): one per registered figure and mode of a build, with its verdicts, hashes
+and build; updating record.json from a results directory, and which entries are stale today. The pages are
+dpfl.record.pages."""
 
 from __future__ import annotations
 
 import datetime
-import functools
 import hashlib
 import io
 import json
@@ -30,7 +12,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from dpfl import claim_pages, codedeps, jobs, paths
+from dpfl import codedeps, jobs, paths
 from dpfl.runinfo import git_output
 from dpfl.papers import FIGURES, PAPERS
 
@@ -177,7 +159,7 @@ def _quick_verdicts(quick_claims: list[dict], mode: str, variant_name: str) -> l
     return [{"id": c["id"], "mode": mode, "variant": variant_name, "verdict": c["verdict"]} for c in quick_claims]
 
 
-def _match_quick(claims: list[dict], quick: list[dict], mode: str, variant_name: str) -> list[str | None]:
+def match_quick(claims: list[dict], quick: list[dict], mode: str, variant_name: str) -> list[str | None]:
     """The quick-scale verdict of each claim, in order (None where the quick build has none): the quick verdict with
     the claim's key (quick_key), the n-th one of a key for the n-th claim of that key (a claims file may hold an id
     twice)."""
@@ -305,7 +287,7 @@ def _paper_claims(results: Path, quick: Path | None, paper: str) -> list[dict]:
             data = json.loads(path.read_text())
             q = _read_json(quick / sub / path.name) if quick else None
             claims, variant_name = _claims(data), mode  # each mode is one variant today (variant())
-            matched = _match_quick(claims, _quick_verdicts(_claims(q), mode, variant_name), mode, variant_name)
+            matched = match_quick(claims, _quick_verdicts(_claims(q), mode, variant_name), mode, variant_name)
             for c, quick_verdict in zip(claims, matched):
                 out.append({"paper": paper, "mode": mode, "figures": data.get("figures", []),
                             "figures_not_built": data.get("figures_not_built", []), **c,
@@ -429,21 +411,21 @@ def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only:
                               f"results/{paper}/<figure>/<figure>.meta.json)")
         for (figure, mode), meta in built.items():
             if paper_scale_only and (meta.get("reduced_scale") or meta.get("scale") != "paper"):
-                raise RecordError(f"{paper}/{_name({'figure': figure, 'mode': mode})} in {results} was built at "
+                raise RecordError(f"{paper}/{entry_name({'figure': figure, 'mode': mode})} in {results} was built at "
                                   f"scale {meta.get('scale')!r} (reduced); the reproduction record holds paper-scale "
                                   "builds only; pass --out DIR to record it elsewhere")
             late = outdated(results, paper, figure, mode, checkout) if checkout is not None else []
             if late and (paper, figure) in (why or {}):
                 left_out.add((paper, figure, mode))
             elif late:
-                raise RecordError(f"{paper}/{_name({'figure': figure, 'mode': mode})} in {results} was built by "
+                raise RecordError(f"{paper}/{entry_name({'figure': figure, 'mode': mode})} in {results} was built by "
                                   f"older code than its checkout holds ({'; '.join(late)}): run snakemake there "
                                   "first, then record")
     return left_out
 
 
-def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[str] | None] | list[str],
-          command: str, out: Path | None = None, why: dict | None = None, allow_dirty: bool = False) -> dict:
+def update(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[str] | None] | list[str],
+           command: str, out: Path | None = None, why: dict | None = None, allow_dirty: bool = False) -> dict:
     """Record the chosen figures ({paper: figures, None for all}, or a list of papers) from `results` (and
     `quick`'s verdicts) into out (default docs/reproduction/, which takes paper-scale builds only), keeping every
     other entry of an existing record; `why`: {(paper, figure): why it is not in the build}; returns the record.
@@ -489,7 +471,6 @@ def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[s
             fresh = {(c["id"], c["mode"], variant(c)) for c in claims}
             claims = [c for c in kept["paper_claims"] if (c["id"], c["mode"], variant(c)) not in fresh] + claims
         record["papers"][paper] = {"entries": entries, "paper_claims": claims}
-    _write(root, out, record)
     return record
 
 
@@ -546,9 +527,14 @@ def check(root: Path, out: Path | None = None) -> list[str]:
             for (paper, figure, mode), why in stale_entries(root, out).items()]
 
 
+def entry_name(e: dict) -> str:
+    """An entry's name on its paper's page: the figure, with its mode unless the paper's."""
+    return f"{e['figure']}" + ("" if e["mode"] == "none" else f" ({e['mode']})")
+
+
 def anchor(e: dict) -> str:
     """The GitHub anchor of an entry's heading on its paper's page ("fig5 (authors-code)" -> "fig5-authors-code")."""
-    text = "".join(ch for ch in _name(e).lower() if ch.isalnum() or ch in " -_")
+    text = "".join(ch for ch in entry_name(e).lower() if ch.isalnum() or ch in " -_")
     return text.replace(" ", "-")
 
 
@@ -578,10 +564,6 @@ def for_report(root: Path) -> dict[tuple[str, str, str], dict]:
     return shown
 
 
-# --------------------------------------------------------------------------------------------------
-# the pages
-# --------------------------------------------------------------------------------------------------
-
 def portable(text: str) -> str:
     """A text the record keeps, for a reader on any machine: the data mirror's location (DPFL_DATA_MIRROR, as the
     build saw it) is written as `$DPFL_DATA_MIRROR`."""
@@ -590,301 +572,3 @@ def portable(text: str) -> str:
         for form in dict.fromkeys([mirror.rstrip("/"), str(Path(mirror).resolve())]):
             text = text.replace(form, "$DPFL_DATA_MIRROR")
     return text
-
-
-FINDINGS = "findings.md"  # written by hand beside the record; the summary page opens with it
-
-
-def _write(root: Path, out: Path, record: dict) -> None:
-    (out / "record.json").write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    for paper, part in record["papers"].items():
-        (out / f"{paper}.md").write_text(_paper_page(paper, part))
-    findings = out / FINDINGS
-    claims_pages = Path(os.path.relpath(root.resolve() / "docs" / "papers", out.resolve())).as_posix()
-    (out / "README.md").write_text(_summary_page(record, findings.read_text() if findings.exists() else "",
-                                                 claims_pages))
-
-
-def _cell(text) -> str:
-    return str(text if text not in (None, "") else "–").replace("|", "\\|").replace("\n", " ")
-
-
-def _name(e: dict) -> str:
-    return f"{e['figure']}" + ("" if e["mode"] == "none" else f" ({e['mode']})")
-
-
-def _builds(items: list[dict]) -> list[tuple]:
-    """The distinct builds (BUILD_KEYS) the entries and claims come from, in time order: by recorded date, then by
-    commit in the order the commits first appear (a date has no time of day), then first seen. A page lists them in
-    this order and each entry names its build by its place here, so a build recorded later is never numbered
-    first (first-seen order followed the figures' order)."""
-    seen: list[tuple] = []
-    for item in items:
-        b = tuple(item.get(k) for k in BUILD_KEYS)
-        if b not in seen:
-            seen.append(b)
-    recorded, commit = BUILD_KEYS.index("recorded"), BUILD_KEYS.index("commit")
-    commits = list(dict.fromkeys(b[commit] for b in seen))
-    return sorted(seen, key=lambda b: (str(b[recorded] or ""), commits.index(b[commit])))
-
-
-def _paper_page(paper: str, part: dict) -> str:
-    builds = _builds(part["entries"] + part["paper_claims"])
-    lines = [f"# Reproduction record: {paper}", "",
-             "Generated by `python -m dpfl record` from paper-scale builds: do not edit; `python -m dpfl record "
-             "--check` lists stale entries. Each figure names the build it comes from:", ""]
-    for i, b in enumerate(builds, 1):
-        made = dict(zip(BUILD_KEYS, b))
-        diff = f": `git diff HEAD` sha256 `{made['diff_sha256'][:12]}`" if made["diff_sha256"] else ""
-        lines.append(f"{i}. recorded {made['recorded']} by `{made['command']}` from a build at commit "
-                     f"`{made['commit']}`{f' (with uncommitted changes{diff})' if made['dirty'] else ''}")
-    lines.append("")
-
-    def number(item: dict) -> int:
-        return builds.index(tuple(item.get(k) for k in BUILD_KEYS)) + 1
-
-    def source(item: dict) -> str:
-        return f"build {number(item)}"
-
-    for e in part["entries"]:
-        lines += [f"## {_name(e)}", ""]
-        if e["status"] != "built":
-            lines += [f"Not built: {e['why']} ({source(e)}).", ""]
-            continue
-        if e["image"]:
-            lines += [f"![{paper} {_name(e)}]({e['image']})", ""]
-        data = e["data_source"] + "".join(f"; {s['dataset']} is a stand-in ({s['why']})" for s in e["standin"])
-        machine = e["machine"]
-        lines += ["| mode | data | scale | settings hash | code hash | run time | machine | from |", "|---" * 8 + "|",
-                  f"| {e['mode']} | {_cell(data)} | {e['scale']}{' (reduced)' if e['reduced_scale'] else ''} | "
-                  f"`{e['settings_hash']}` | `{e['code_hash']}` | {_run_time(e)} | "
-                  f"{machine.get('cpu_count')} CPU, {_cell(machine.get('accelerator'))} | {source(e)} |", ""]
-        if e["claims"]:
-            lines += _claims_table(e["claims"], _match_quick(e["claims"], e.get("quick_verdicts", []), e["mode"],
-                                                             variant(e)))
-    if part["paper_claims"]:
-        lines += ["## Claims over several figures", ""]
-        for n in sorted({number(c) for c in part["paper_claims"]}):
-            claims = [c for c in part["paper_claims"] if number(c) == n]
-            lines += [f"From build {n}:", ""] + _claims_table(claims, [c.get("quick_verdict") for c in claims])
-    return "\n".join(lines) + "\n"
-
-
-def _run_time(e: dict) -> str:
-    shared = e.get("shared_seconds", 0.0)
-    return f"{e['seconds']:.0f} s" + (f" (of which {shared:.0f} s in cells shared with another figure)"
-                                       if shared else "")
-
-
-def _claims_table(claims: list[dict], quick: list[str | None]) -> list[str]:
-    """The claims as table rows, each beside its own quick-scale verdict (`quick`, one per claim, in order)."""
-    extra = sorted({k for c in claims for k in c if k.startswith("verdict_") and k != "verdict_on_data"})
-    head = "| claim | | verdict | " + "".join(f"{k} | " for k in extra) + "cause | reason | quick-scale verdict |"
-    lines = [head, "|" + "---|" * (6 + len(extra))]
-    for c, quick_verdict in zip(claims, quick):
-        lines.append(f"| {c['id']} | {_cell(c.get('claim'))} | **{c['verdict']}** | "
-                     + "".join(f"{_cell(c.get(k))} | " for k in extra)
-                     + f"{_cell(c.get('cause'))} | {_cell(c.get('reason'))} | {_cell(quick_verdict)} |")
-    return lines + [""]
-
-
-def _summary_page(record: dict, findings: str = "", claims_pages: str = "../papers") -> str:
-    """The record's front page: the findings (written by hand in findings.md, from the entries), one row per claim of
-    the five papers with the sanity checks apart and the shares over the paper's claims (_claims_overview), then per
-    paper its builds: figures built (distinct figures built in the paper's own mode, "none") apart from variants
-    built (entries in the other modes: authors-code, ablations), so that a variant does not pass for one more
-    figure. `claims_pages`: the folder of the papers' pages (docs/papers/) relative to the page, whose Claims
-    sections (dpfl.claim_pages) each claim id links to."""
-    lines = ["# Reproduction record", "",
-             "The paper-scale verdicts of every figure, generated by `python -m dpfl record` from builds (one page "
-             "per paper; built in pieces, so each figure on a paper's page names the build, date and commit it comes "
-             "from). `python -m dpfl record --check` lists the entries whose settings or code changed since.", ""]
-    standins = sorted({d["dataset"] for part in record["papers"].values() for e in part["entries"]
-                       if e["status"] == "built" for d in e.get("standin", []) if d.get("dataset")})
-    if standins:  # the data's availability, said once for the whole record
-        lines += [f"The record's builds had no access to the sources of {', '.join(standins)}: the figures on them "
-                  "use labelled stand-ins (synthetic data of the same format, docs/data.md), whose verdicts are "
-                  "`stand-in`, evidence neither way.", ""]
-    if findings.strip():
-        lines += [findings.strip(), ""]
-    lines += _claims_overview(record, claims_pages)
-    lines += ["", "## Builds per paper", "",
-              "Each paper's page has its figures, the build each comes from and every check of every variant "
-              "(the verdicts per claim are in the table above).", "",
-              "| paper | last recorded | commits | figures built | variants built | not built |",
-              "|---|---|---|---|---|---|"]
-    missing = []
-    for paper in PAPERS:
-        part = record["papers"].get(paper)
-        if part is None:
-            lines.append(f"| {paper} | not recorded | | | | |")
-            continue
-        built = [e for e in part["entries"] if e["status"] == "built"]
-        figures = {e["figure"] for e in built if e["mode"] == "none"}
-        variants = [e for e in built if e["mode"] != "none"]
-        missing += [f"- {paper} {_name(e)}: {e['why']}" for e in part["entries"] if e["status"] != "built"]
-        items = part["entries"] + part["paper_claims"]
-        commits = ", ".join(f"`{c}`" for c in dict.fromkeys(i.get("commit") for i in items))
-        last = max(str(i.get("recorded")) for i in items)
-        lines.append(f"| [{paper}]({paper}.md) | {last} | {commits} | {len(figures)} | {len(variants)} | "
-                     f"{len(part['entries']) - len(built)} |")
-    if missing:
-        lines += ["", "## Not built", ""] + missing
-    return "\n".join(lines) + "\n"
-
-
-PAPER_VERDICTS = ("pass", "fail", "inconclusive", "stand-in", "no verdict")
-
-
-@functools.lru_cache(maxsize=1)
-def _paper_scale_papers(root: Path) -> dict:
-    """The papers' configuration at paper scale (loaded once per process: every page written reads it)."""
-    from dpfl.config import load
-
-    return load(root, {"scale": "paper"}).papers
-
-
-def _claim_list(paper: str) -> list[dict]:
-    """The paper's claims as configured (paper scale), one per distinct id in file order (claim_pages.paper_claims):
-    id, the paper's words and place, sanity, and the figures it is checked on."""
-    spec = _paper_scale_papers(codedeps.SRC.parent)[paper]
-    return [{**{k: item["claim"].get(k) for k in ("id", "claim", "quote", "place", "verbatim")},
-             "sanity": bool(item["claim"].get("sanity")),
-             "figures": [f for figures, _ in item["checks"] for f in figures]}
-            for item in claim_pages.paper_claims(spec).values()]
-
-
-def _one_verdict(results: list[tuple[str, dict]]) -> tuple[str, str]:
-    """A claim's verdict at paper scale from its results on the figures it is checked on ((figure, claim) pairs in
-    one mode): fail if any fails, pass if all pass, stand-in if all are stand-ins, else inconclusive; and the text
-    of the cell (each figure's verdict where they differ)."""
-    if not results:
-        return "no verdict", "no verdict (not built)"
-    verdicts = [c["verdict"] for _, c in results]
-    if all(v == "stand-in" for v in verdicts):
-        one = "stand-in"
-    elif "fail" in verdicts:
-        one = "fail"
-    elif all(v == "pass" for v in verdicts):
-        one = "pass"
-    else:
-        one = "inconclusive"
-    if len(set(verdicts)) == 1:
-        text = one
-    else:
-        text = f"{one} (" + "; ".join(f"{f} {c['verdict']}" for f, c in results) + ")"
-    return one, text
-
-
-def _claims_overview(record: dict, claims_pages: str = "../papers") -> list[str]:
-    """One row per distinct claim of the five papers (its id linking to the project's description of it,
-    dpfl.claim_pages): the paper's words and place, the figures, the data, the
-    verdict at paper scale in the paper's mode and in the authors-code variant, the cause, the quick-scale verdict;
-    sanity checks in a table of their own; and the shares over the paper's claims (not the sanity checks)."""
-    rows, sanity_rows, shares = [], [], {}
-    for paper in PAPERS:
-        part = record["papers"].get(paper) or {"entries": [], "paper_claims": []}
-        built = [e for e in part["entries"] if e["status"] == "built"]
-        count = shares.setdefault(paper, {"all": Counter(), "real": Counter()})
-        for spec in _claim_list(paper):
-            found: dict[str, list] = {m: [] for m in MODES}
-            for e in built:
-                found.setdefault(e["mode"], []).extend((e["figure"], c) for c in e["claims"] if c["id"] == spec["id"])
-            for c in part["paper_claims"]:
-                if c["id"] == spec["id"]:
-                    found.setdefault(c["mode"], []).append(("+".join(c.get("figures", [])), c))
-            ablations = "; ".join(f"{_evidence_links(paper, m, v)}: {_one_verdict(v)[1]}"
-                                  for m, v in sorted(found.items()) if m.startswith(paths.ABLATION) and v) or "–"
-            verdict, text = _one_verdict(found["none"])
-            _, authors = _one_verdict(found["authors-code"])
-            sources = {e["data_source"] for e in built if e["mode"] == "none"
-                       and (e["figure"] in spec["figures"])}
-            data = " / ".join(sorted(sources)) or "–"
-            causes = "; ".join(dict.fromkeys(_cause_cell(c) for _, c in found["none"] if c.get("cause"))) or "–"
-            shown_by = sorted({m for _, c in found["none"] if c.get("cause") in ("documented-difference",
-                                                                                 "paper-inconsistent")
-                               for m, a in (c.get("ablations") or {}).items() if a.get("verdict") == "pass"})
-            if shown_by:  # the runs that show the cause, linked to their entries
-                causes += " (evidence: " + ", ".join(_evidence_links(paper, m, found.get(m, []))
-                                                     for m in shown_by) + ")"
-            quick = "; ".join(dict.fromkeys(
-                [str(q["verdict"]) for e in built if e["mode"] == "none"
-                 for q in e.get("quick_verdicts", []) if q["id"] == spec["id"]]
-                + [str(c["quick_verdict"]) for c in part["paper_claims"]
-                   if c["id"] == spec["id"] and c["mode"] == "none" and c.get("quick_verdict")]))
-            if not spec.get("quote"):
-                words = spec["claim"]
-            elif spec.get("verbatim") is False:  # a sanity check's property, in the project's words: no quote marks
-                words = f"{spec['quote']} ({spec['place']}; the project's words)"
-            else:
-                words = f"“{spec['quote']}” ({spec['place']})"
-            figures = ", ".join(spec["figures"])
-            not_built = sorted({f for _, c in found["none"] for f in c.get("figures_not_built", [])})
-            if not_built:  # a claim over several figures, evaluated over those built
-                figures = (", ".join(f for f in spec["figures"] if f not in not_built)
-                           + f" (not built: {', '.join(not_built)})")
-            link = f"[{spec['id']}]({claims_pages}/{paper}.md#{claim_pages.anchor(spec['id'])})"
-            line = (f"| {link} | {_cell(words)} | {figures} | {_cell(data)} | **{text}** | "
-                    f"{_cell(authors if found['authors-code'] else '–')} | {_cell(ablations)} | {_cell(causes)} | "
-                    f"{_cell(quick or '–')} |")
-            if spec["sanity"]:
-                sanity_rows.append(f"| {paper} " + line)
-                continue
-            rows.append(f"| {paper} " + line)
-            count["all"][verdict] += 1
-            if verdict != "stand-in" and "standin" not in sources and verdict != "no verdict":
-                count["real"][verdict] += 1
-    head = ("| paper | claim | the paper's words (place) | figures | data | paper scale, paper's mode | "
-            "authors-code variant | one-switch ablations | cause | quick scale |")
-    out = ["## The claims", "",
-           "One row per distinct claim of the five papers (sanity checks below, apart). A claim checked on several "
-           "figures fails if it fails on one and passes if it passes on all; the cell lists each figure's verdict "
-           "where they differ. Verdicts follow the comparison rule of docs/claims.md (a tie is never a win).", "",
-           head, "|---" * 10 + "|", *rows, "",
-           "### Sanity checks (not paper claims)", "", head, "|---" * 10 + "|", *sanity_rows, "",
-           "### Shares over the paper's claims", "",
-           "| paper | claims | " + " | ".join(PAPER_VERDICTS)
-           + " | on data that is not a stand-in (real, the paper's synthetic task, analytic): "
-             "pass / fail / inconclusive |",
-           "|---|---|" + "---|" * len(PAPER_VERDICTS) + "---|"]
-    total = {"all": Counter(), "real": Counter()}
-    for paper, count in shares.items():
-        for k in total:
-            total[k].update(count[k])
-        out.append(_share_row(paper, count))
-    out.append(_share_row("all", total))
-    return out
-
-
-def _cause_cell(c: dict) -> str:
-    """A cause as the claims table shows it: a documented difference or a paper inconsistency with its text (the
-    runs that show it), a not-reproduced verdict with what was tried (or that nothing was yet), other causes bare."""
-    text = c.get("cause_text") or ""
-    if c["cause"] in ("documented-difference", "paper-inconsistent") and text:
-        return f"{c['cause']}: {text}"
-    if c["cause"] == "not-reproduced" and "; " in text:  # "not reproduced: a finding …; tried: …"
-        return f"{c['cause']}: {text.split('; ', 1)[1]}"
-    return c["cause"]
-
-
-def _evidence_links(paper: str, mode: str, results: list[tuple[str, dict]]) -> str:
-    """A variant's name linked to its entries on the paper's page, one link per figure it was recorded on ("k4" ->
-    [k4](kato2024.md#fig2-ablation-k4)); a claim over several figures links the page's section for those."""
-    name = paths.ablation_name(mode) or mode
-    links = []
-    for figure in dict.fromkeys(f for f, _ in results):
-        target = ("claims-over-several-figures" if "+" in figure
-                  else anchor({"figure": figure, "mode": mode}))
-        links.append(f"[{name}{'' if len(results) < 2 else ' ' + figure}]({paper}.md#{target})")
-    return ", ".join(links) or name
-
-
-def _share_row(name: str, count: dict) -> str:
-    n = sum(count["all"].values())
-    real = count["real"]
-
-    def pct(k: int) -> str:
-        return f"{k} ({k / n:.0%})" if n else "0"
-
-    return (f"| {name} | {n} | " + " | ".join(pct(count["all"].get(v, 0)) for v in PAPER_VERDICTS)
-            + f" | {pct(real.get('pass', 0))} / {pct(real.get('fail', 0))} / {pct(real.get('inconclusive', 0))} |")
