@@ -225,7 +225,7 @@ def test_each_paper_schema_takes_its_figure_ids_from_the_registry():
         schema = yaml.safe_load((ROOT / "workflow/schemas/papers" / f"{paper}.schema.yaml").read_text())
         assert schema["properties"]["figures"]["$ref"] == f"urn:dpfl:{paper}:figures", paper
         assert "properties" not in schema["properties"]["figures"], f"{paper}: figure ids are generated, not listed"
-        generated = config._figures_schema(paper, ROOT / "workflow/schemas/papers")
+        generated = config.schema._figures_schema(paper, ROOT / "workflow/schemas/papers")
         assert set(generated["properties"]) == set(pdef.figures)
         for fig, fdef in pdef.figures.items():
             assert fdef.schema in schema["$defs"], f"{paper}/{fig}: no $defs entry {fdef.schema!r}"
@@ -279,7 +279,7 @@ def test_a_figure_of_an_existing_family_is_one_registry_entry_and_its_yaml(proje
     fdef = FIGURES[("kato2024", "fig6")]
     monkeypatch.setitem(REGISTRY["kato2024"].figures, "fig6b", fdef)
     monkeypatch.setitem(FIGURES, ("kato2024", "fig6b"), fdef)
-    config._validator_cached.cache_clear()  # the generated figures schema is read from the registry once
+    config.schema._validator_cached.cache_clear()  # the generated figures schema is read from the registry once
     try:
         paper_file = project / "config/papers/kato2024.yaml"
         data = yaml.safe_load(paper_file.read_text())
@@ -294,7 +294,7 @@ def test_a_figure_of_an_existing_family_is_one_registry_entry_and_its_yaml(proje
             written = cfg.paper_file_params("kato2024", "fig6b", "none")
             assert (cfg.figure_params("kato2024", "fig6b", "none")["rounds"] < written["rounds"]) == (scale != "paper")
     finally:
-        config._validator_cached.cache_clear()
+        config.schema._validator_cached.cache_clear()
 
 
 def test_a_cell_reads_only_its_own_data(configs):
