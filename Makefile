@@ -6,6 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CORES  ?= 2
 SNAKEMAKE_ARGS ?=
+# pytest-xdist workers for make test (auto: one per core; 0: all tests in one process)
+TEST_WORKERS ?= auto
 
 .PHONY: reproduce test install clean-results test-slurm
 
@@ -25,7 +27,7 @@ reproduce: install
 	@echo "Report: $(CURDIR)/results/report/index.html"
 
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # Not part of `make test` or CI: a throwaway single-node Slurm cluster on this machine (needs root or sudo, and apt-get
 # when slurm-wlm/munge are missing) runs a few figures through profiles/slurm and compares their tables with a local
