@@ -20,7 +20,7 @@ from test_data_stackoverflow import TEST as SO_TEST
 from test_data_stackoverflow import TRAIN as SO_TRAIN
 
 from dpfl import config
-from dpfl.data import checks, record as records
+from dpfl.data import checks, source_record as records
 from dpfl.data.common import DataError
 from dpfl.data.hashes import HASH_CACHE
 from dpfl.data.loaders import emnist, stackoverflow, tff_sqlite

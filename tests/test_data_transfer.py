@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from dpfl import config
-from dpfl.data import hashes, record as records, sources
+from dpfl.data import hashes, sources, source_record as records
 from dpfl.data.common import DataError
 from loopback import Server, tar_bz2
 

@@ -134,7 +134,7 @@ def standins_used(entries: list[dict], catalog: dict | None = None) -> list[dict
     """The datasets the report's figures used stand-ins for, each {name, reason, fetch, figures: [(text, anchor)]},
     for the top of the page (the figures themselves carry the SYNTHETIC STAND-IN banner); from the figures' sidecars.
     `fetch`: how to get the real data, with its size, from the dataset `catalog` ("" without one)."""
-    from dpfl.data.record import real_data_hint
+    from dpfl.data.source_record import real_data_hint
 
     out: dict[str, dict] = {}
     for e in entries:

@@ -51,7 +51,7 @@ def standin_datasets(datasets: Iterable[str], root: str | Path = ".", width: int
     are stand-ins, each {name, reason (standin_summary), reasons (every failed source), fetch (how to get the real
     data and its size, from the dataset `catalog` when given, else "")}, in the order given; a dataset without a
     record (its download has not run) is left out."""
-    from dpfl.data.record import real_data_hint
+    from dpfl.data.source_record import real_data_hint
 
     out = []
     for name in dict.fromkeys(datasets):

@@ -11,7 +11,7 @@ from pathlib import Path
 from dpfl import paths
 from dpfl.data.common import DataError
 from dpfl.data.hashes import check_recorded_files
-from dpfl.data.record import fallback_reasons, read_record
+from dpfl.data.source_record import fallback_reasons, read_record
 
 
 def refetch_command(dataset: str) -> str:

@@ -41,7 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from dpfl.data import checks, record as records, routes, transfer
+from dpfl.data import checks, routes, source_record as records, transfer
 from dpfl.data.common import DataError, gzip_writer, sha256_file, sha256_gzip_content, standin_seed
 from dpfl.data.hashes import HASH_CACHE, check_recorded_files, remember_sha256
 from dpfl.io import write_json
@@ -64,8 +64,8 @@ def acquire(dataset: str, entry: dict, raw_dir: str | Path, data_source: str = "
     """Fill raw_dir with the dataset's verified files, write raw_dir/SOURCE.json and return its content.
 
     `entry` is the dataset's validated entry of config/datasets.yaml; `mirror` the resolved mirror folder or None;
-    `source_key` the download job's key (dpfl.data.record.source_key), kept in SOURCE.json (default: what this call
-    tries); `standin_inputs` {dataset: prepared .npz} the stand-in generator may read (dpfl.data.standins.INPUTS).
+    `source_key` the download job's key (dpfl.data.source_record.source_key), kept in SOURCE.json (default: what this
+    call tries); `standin_inputs` {dataset: prepared .npz} the stand-in generator may read (dpfl.data.standins.INPUTS).
     SOURCE.json's `fallback_reasons` lists why the sources before the one used failed (empty when the first
     choice worked). Raises DataError (naming the dataset, each source tried and why it failed) when nothing allowed
     worked. `max_auto_download_mb`: under `auto`, a dataset whose download (the catalog's `bytes` or `approx_bytes` of

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dpfl.data.common import DataError
-from dpfl.data.record import real_data_hint, request_key
+from dpfl.data.source_record import real_data_hint, request_key
 from dpfl.data.sources import acquire
 from dpfl.io import get_logger
 

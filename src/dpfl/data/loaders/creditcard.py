@@ -17,7 +17,7 @@ import pandas as pd
 from dpfl.data.checks import CREDITCARD_COLUMNS, CREDITCARD_FRAUDS, CREDITCARD_ROWS
 from dpfl.data.common import DataError
 from dpfl.data.loaders.tables import numeric, unquote
-from dpfl.data.record import read_record
+from dpfl.data.source_record import read_record
 
 VERSION = 1
 DATASET = "creditcard"

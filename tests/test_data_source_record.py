@@ -1,6 +1,6 @@
-"""dpfl.data.record.source_key, the part of a download's identity (the rule's params) besides the catalog entry and
-data_source: verified real data keeps the key it was fetched under whatever the mirror setting is now; a stand-in (or
-no data) is keyed by the mirror copy a download would try."""
+"""dpfl.data.source_record.source_key, the part of a download's identity (the rule's params) besides the catalog entry
+and data_source: verified real data keeps the key it was fetched under whatever the mirror setting is now; a stand-in
+(or no data) is keyed by the mirror copy a download would try."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from dpfl import config
-from dpfl.data import record
+from dpfl.data import source_record as record
 
 SCHEMA = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "datasets.schema.yaml"
 
