@@ -245,3 +245,10 @@ def test_the_makefile_picks_the_pythons_that_requires_python_allows():
     line = re.search(r"^PYTHON \?= \$\(shell (.*)\)$", MAKEFILE, re.M).group(1)
     assert re.findall(r"command -v python(3\.\d+)", line) == allowed
     assert f"(3, {low}) <= sys.version_info[:2] <= (3, {int(high) - 1})" in MAKEFILE
+
+
+def test_the_versions_a_figure_records_are_of_declared_packages():
+    from dpfl.provenance import VERSIONED_PACKAGES
+
+    undeclared = sorted(set(map(norm, VERSIONED_PACKAGES)) - set(requirements()) - {norm(PROJECT["name"])})
+    assert not undeclared, f"dpfl.provenance records versions of packages not in the dependencies: {undeclared}"
