@@ -142,7 +142,10 @@ def test_a_missing_kaggle_package_names_the_extra(monkeypatch, tmp_path):
     from dpfl.data import sources
     from dpfl.data.common import DataError
 
-    monkeypatch.setitem(sys.modules, "kaggle", None)  # `import kaggle` raises ImportError
+    # `import kaggle` (and of its modules, even where an earlier test imported them) raises ImportError
+    for name in {"kaggle", "kaggle.api", "kaggle.api.kaggle_api_extended"} | {
+            m for m in sys.modules if m.startswith("kaggle.")}:
+        monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(DataError) as err:
         sources._fetch_kaggle("insurance", {"kaggle": "someone/data", "files": []}, tmp_path, lambda line: None)
     assert "pip install -e '.[kaggle]'" in str(err.value)
