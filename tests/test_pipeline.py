@@ -5,6 +5,7 @@ the slurm profile dry-runs; `snakemake --report` works."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -233,6 +234,9 @@ def test_library_edit_reruns_only_importing_figures(built, tmp_path):
     assert not any(o.startswith("results/kato2024/") for o in outs)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
+                    reason="Snakemake's SLURM executor is not installed: pip install -e '.[slurm]' (the `test` extra "
+                           "includes it)")
 def test_slurm_profile_dry_run(built):
     proc = snakemake(built, "-n", "--profile", "profiles/slurm", *SMOKE, "--forceall", check=True)
     text = proc.stdout + proc.stderr

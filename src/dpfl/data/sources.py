@@ -334,8 +334,8 @@ def _kaggle_failure(slug: str, exc: BaseException) -> str:
         return (f"the kaggle package accepted none of the credentials it found (it exited with status {exc.code}); "
                 f"set valid ones ({KAGGLE_CREDENTIALS})")
     if isinstance(exc, ImportError):
-        return (f"the kaggle package cannot be imported ({type(exc).__name__}: {exc}); reinstall the project's "
-                f"dependencies (pip install -e .)")
+        return (f"the kaggle package cannot be imported ({type(exc).__name__}: {exc}); it comes with the project's "
+                f"`kaggle` extra: pip install -e '.[kaggle]' (make reproduce installs it)")
     what = f"{type(exc).__name__}: {exc}"
     status = getattr(getattr(exc, "response", None), "status_code", None)
     if status == 401:
