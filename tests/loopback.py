@@ -19,7 +19,27 @@ import tarfile
 import threading
 
 
-class Server:
+class LocalServer:
+    """A ThreadingHTTPServer on 127.0.0.1 (port 0: a free one) answering with `handler` in a daemon thread; `url` is
+    its address, `close()` stops it."""
+
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler], port: int = 0):
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+class Server(LocalServer):
+    """Files from memory, as the module docstring says."""
+
     def __init__(self, port: int = 0):
         self.files: dict[str, bytes] = {}
         self.lengths: dict[str, int] = {}
@@ -63,15 +83,7 @@ class Server:
                     return
                 self.wfile.write(body)
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler, port)
 
 
 def tar_bz2(members: dict[str, bytes]) -> bytes:

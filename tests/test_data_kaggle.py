@@ -25,20 +25,17 @@ test instead of leaving the machine."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import http.server
 import importlib.util
 import io
 import json
 import socket
-import threading
 import zipfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from dpfl import config
 from dpfl.data import sources
 from dpfl.data.common import DataError, gzip_writer
 from dpfl.data.hashes import HASH_CACHE
@@ -50,26 +47,16 @@ if importlib.util.find_spec("kaggle") is None or importlib.util.find_spec("kaggl
                 allow_module_level=True)
 
 from kagglesdk import kaggle_env  # noqa: E402
+from loopback import LocalServer  # noqa: E402
+from test_data_sources import CSV, entry, sha  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = ROOT / "workflow" / "schemas" / "datasets.schema.yaml"
-CSV = b"age,sex,bmi,children,smoker,region,charges\r\n19,female,27.9,0,yes,southwest,16884.924\r\n"
 SLUG = "mirichoi0218/insurance"
 USER, KEY, TOKEN = "alice", "0123456789abcdef0123456789abcdef", "KGAT_0123456789abcdef"
 DOWNLOAD = "/v1/datasets.DatasetApiService/DownloadDataset"
 INTROSPECT = "/v1/security.OAuthService/IntrospectToken"
 BASIC = "Basic " + base64.b64encode(f"{USER}:{KEY}".encode()).decode()
 BEARER = f"Bearer {TOKEN}"
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def entry(files: list[dict], dataset: str = "toy", **keys) -> dict:
-    """A catalog entry validated by the real schema (defaults filled), as the rules pass it."""
-    data = {"description": "test", "license": "test", "mirror": keys.pop("mirror", "toy"), "files": files, **keys}
-    return config.validate({"datasets": {dataset: data}}, SCHEMA, "test entry")["datasets"][dataset]
 
 
 def insurance_entry() -> dict:
@@ -91,7 +78,7 @@ def leftovers(raw_dir: Path) -> list[str]:
     return sorted(p.name for p in raw_dir.iterdir() if p.name != HASH_CACHE) if raw_dir.exists() else []
 
 
-class FakeKaggle:
+class FakeKaggle(LocalServer):
     """Kaggle's API on 127.0.0.1 (port 0), as the package calls it. `datasets` {slug: zip bytes}; the account USER
     with the API key KEY or the access token TOKEN is the only one it knows (other credentials get 401); `refuse` is an
     HTTP status (403) a download by that account gets instead; `requests` one dict per request: method, path,
@@ -121,16 +108,7 @@ class FakeKaggle:
                                       "json": None})
                 fake.storage(self)
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        super().__init__(Handler)
 
     def api(self, handler, body: dict) -> None:
         if handler.path == INTROSPECT:  # an unknown token is inactive (200), not an error

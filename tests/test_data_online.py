@@ -15,7 +15,6 @@ with the tiny files'. Nothing is downloaded from the network."""
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -30,6 +29,7 @@ import pytest
 import yaml
 from loopback import Server, tar_bz2
 from test_data_routes import database, so_protos
+from test_data_sources import sha
 
 from dpfl import paths
 from dpfl.data import load_prepared
@@ -40,10 +40,6 @@ from dpfl.data.standins import creditcard as creditcard_standin
 pytestmark = pytest.mark.pipeline
 
 CLIENTS = 24  # smoke scale trains on 20 users (config/scales/smoke.yaml)
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def snakemake(project: Path, *args: str) -> subprocess.CompletedProcess:

@@ -35,10 +35,10 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def entry(files: list[dict], **keys) -> dict:
+def entry(files: list[dict], dataset: str = "toy", **keys) -> dict:
     """A catalog entry validated by the real schema (defaults filled), as the rules pass it."""
     data = {"description": "test", "license": "test", "mirror": keys.pop("mirror", "toy"), "files": files, **keys}
-    return config.validate({"datasets": {"toy": data}}, SCHEMA, "test entry")["datasets"]["toy"]
+    return config.validate({"datasets": {dataset: data}}, SCHEMA, "test entry")["datasets"][dataset]
 
 
 def closed_port_url(name: str) -> str:

@@ -6,7 +6,6 @@ http.server on 127.0.0.1 in this process (or a local mirror folder): nothing tou
 from __future__ import annotations
 
 import collections
-import hashlib
 import importlib
 import os
 import shutil
@@ -20,21 +19,10 @@ from dpfl import config
 from dpfl.data import hashes, sources, source_record as records
 from dpfl.data.common import DataError
 from loopback import Server, tar_bz2
+from test_data_sources import CSV, entry, sha
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = ROOT / "workflow" / "schemas" / "datasets.schema.yaml"
 PAYLOAD = bytes(range(256)) * 1200  # 307,200 bytes
-CSV = b"age,sex,bmi,children,smoker,region,charges\r\n19,female,27.9,0,yes,southwest,16884.924\r\n"
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def entry(files: list[dict], dataset: str = "toy", **keys) -> dict:
-    """A catalog entry validated by the real schema (defaults filled), as the rules pass it."""
-    data = {"description": "test", "license": "test", "mirror": keys.pop("mirror", "toy"), "files": files, **keys}
-    return config.validate({"datasets": {dataset: data}}, SCHEMA, "test entry")["datasets"][dataset]
 
 
 def transfer_module():

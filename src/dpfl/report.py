@@ -142,9 +142,8 @@ def standins_used(entries: list[dict], catalog: dict | None = None) -> list[dict
             if not d.get("standin_why"):
                 continue
             name = d.get("name") or "?"
-            fetch = real_data_hint(name, catalog[name]) if catalog and name in catalog else ""
-            item = out.setdefault(name, {"name": name, "reason": d["standin_why"]["summary"], "fetch": fetch,
-                                         "figures": []})
+            item = out.setdefault(name, {"name": name, "reason": d["standin_why"]["summary"],
+                                         "fetch": real_data_hint(name, (catalog or {}).get(name)), "figures": []})
             shown = (f"{e['paper']} {e['figure']}" + (f" ({e['mode']})" if e["mode"] != "none" else ""),
                      f"{e['paper']}-{e['figure']}-{e['mode']}")
             if shown not in item["figures"]:

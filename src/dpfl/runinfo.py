@@ -64,7 +64,7 @@ def standin_datasets(datasets: Iterable[str], root: str | Path = ".", width: int
         reasons = [str(r) for r in record.get("fallback_reasons") or []]
         out.append({"name": name, "reasons": reasons,
                     "reason": standin_summary(reasons, record.get("data_source") == "standin", width),
-                    "fetch": real_data_hint(name, catalog[name]) if catalog and name in catalog else ""})
+                    "fetch": real_data_hint(name, (catalog or {}).get(name))})
     return out
 
 

@@ -25,8 +25,9 @@ def prepared_npz(dataset):
 
 def _download_identity(wildcards):
     """What a dataset's download is; Snakemake compares it (params) and reruns exactly that dataset, and what uses it,
-    when it changes: the catalog entry, the effective data_source and the source key (dpfl.data.source_record.source_key),
-    and max_auto_download_mb for a dataset that data_source auto does not download for its size.
+    when it changes: the catalog entry, the effective data_source and the source key
+    (dpfl.data.source_record.source_key), and max_auto_download_mb for a dataset that data_source auto does not
+    download for its size.
     Once SOURCE.json records real data matching the catalog checksums, the key is the one kept there, so the mirror
     setting of the moment no longer counts; until then it is the mirror copy a download would try."""
     dataset = wildcards.dataset

@@ -158,7 +158,7 @@ class ProjectConfig:
         resolved (a relative one is relative to the project root), or None. Resolved, so that one folder is one
         mirror, whichever link names it."""
         mirror = self.globals.get("data_mirror") or os.environ.get("DPFL_DATA_MIRROR") or None
-        return None if mirror is None else os.path.realpath(self.root / Path(mirror).expanduser())
+        return None if mirror is None else project_path(self.root, mirror)
 
     def dataset_folder(self, dataset: str) -> str | None:
         """The user's own folder of this dataset's files (`dataset_files`), absolute with symlinks resolved (a relative
@@ -166,7 +166,7 @@ class ProjectConfig:
         folder = self.globals.get("dataset_files", {}).get(dataset)
         if folder is None or self.data_source(dataset) == "standin":
             return None
-        return os.path.realpath(self.root / Path(folder).expanduser())
+        return project_path(self.root, folder)
 
     def data_source(self, dataset: str) -> str:
         """auto | real | standin for one dataset: its `dataset_source` override, else the global `data_source`."""
@@ -294,6 +294,22 @@ def _paths_of_key(data, key: str, at: tuple = ()) -> list[tuple]:
     return out
 
 
+def project_path(root: Path, written: str) -> str:
+    """A folder setting as the project uses it: `~` expanded, relative to the project root, symlinks resolved (one
+    folder is one setting, whichever link names it)."""
+    return os.path.realpath(root / Path(written).expanduser())
+
+
+def _not_a_folder(root: Path, written: str) -> str:
+    """Why the folder setting `written` names no folder ("<as written> [(that is <path>)] does not exist" or "... is
+    not a folder"), or "" when it names one."""
+    path = project_path(root, written)
+    if os.path.isdir(path):
+        return ""
+    shown = written if path == written else f"{written} (that is {path})"
+    return f"{shown} {'is not a folder' if os.path.exists(path) else 'does not exist'}"
+
+
 def _check_mirror(root: Path, globals_: dict, overrides: dict) -> None:
     """A data mirror that is set (`data_mirror`, else $DPFL_DATA_MIRROR: ProjectConfig.data_mirror) must be a folder,
     whatever the data source: a mistyped path would otherwise make `data_source: auto` fall back to the stand-ins
@@ -312,11 +328,9 @@ def _check_mirror(root: Path, globals_: dict, overrides: dict) -> None:
         fix = f"point DPFL_DATA_MIRROR at {layout}, or unset it to run without a mirror"
     else:
         return
-    path = os.path.realpath(root / Path(written).expanduser())
-    if not os.path.isdir(path):
-        what = "is not a folder" if os.path.exists(path) else "does not exist"
-        shown = written if path == written else f"{written} (that is {path})"
-        raise ConfigError(f"the data mirror {shown} {what} (from {origin}): {fix}")
+    problem = _not_a_folder(root, written)
+    if problem:
+        raise ConfigError(f"the data mirror {problem} (from {origin}): {fix}")
 
 
 def _check_dataset_files(root: Path, globals_: dict, overrides: dict) -> None:
@@ -325,11 +339,9 @@ def _check_dataset_files(root: Path, globals_: dict, overrides: dict) -> None:
     origin = ("--config dataset_files" if "dataset_files" in overrides
               else "dataset_files in config/config.yaml")
     for dataset, written in sorted(globals_["dataset_files"].items()):
-        path = os.path.realpath(root / Path(written).expanduser())
-        if not os.path.isdir(path):
-            what = "is not a folder" if os.path.exists(path) else "does not exist"
-            shown = written if path == written else f"{written} (that is {path})"
-            raise ConfigError(f"the folder of {dataset}'s files {shown} {what} (from {origin}): name the folder "
+        problem = _not_a_folder(root, written)
+        if problem:
+            raise ConfigError(f"the folder of {dataset}'s files {problem} (from {origin}): name the folder "
                               f"that holds the dataset's files (docs/data.md, \"Your own copy\"), or remove "
                               f"{dataset} from dataset_files; a relative path is relative to the project")
 

@@ -87,9 +87,11 @@ def over_auto_limit(entry: dict, data_source: str, limit_mb: float | None) -> bo
     return data_source == "auto" and limit_mb is not None and download_size(entry)[0] > limit_mb * 1e6
 
 
-def real_data_hint(dataset: str, entry: dict) -> str:
+def real_data_hint(dataset: str, entry: dict | None) -> str:
     """How to get a stand-in dataset's real data, in one phrase with its download size: the one config line, or the
-    mirror."""
+    mirror; "" without the dataset's catalog entry."""
+    if entry is None:
+        return ""
     size, exact = download_size(entry)
     about = "" if exact else "about "
     from dpfl.data.transfer import human  # import-light module: the rules import this one

@@ -231,8 +231,6 @@ def _fetch_mirror(dataset, entry, mirror: Path, folder: Path, staging: Path, log
 def _copy_verified(dataset, entry, folder: Path, staging: Path, log, what: str) -> dict:
     """Copy every file of the route `entry` from `folder` (the mirror's dataset folder, or the user's own folder)
     into staging, each verified (sha256 or content check) and unpacked or converted as the catalog says."""
-    if not folder.is_dir():
-        raise DataError(f"{dataset}: the {what} {folder} is not a folder")
     files, archives = [], []
     for f in entry["files"]:
         src = folder / f["name"]
