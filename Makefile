@@ -49,11 +49,12 @@ test: install
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # Regenerate the lock from pyproject.toml: every extra, for every platform and every Python that requires-python
-# allows. uv keeps the versions already in the lock where pyproject.toml still allows them; LOCK_ARGS="--upgrade" (or
+# allows; then the conda environment of the rules from it (workflow/envs/dpfl.yaml). uv keeps the versions already in the lock where pyproject.toml still allows them; LOCK_ARGS="--upgrade" (or
 # --upgrade-package NAME) moves them to the newest ones.
 lock: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade --target $(LOCK_TOOLS) uv==$(UV_VERSION)
 	$(LOCK_TOOLS)/bin/uv pip compile pyproject.toml --all-extras --universal -o $(LOCK) $(LOCK_ARGS)
+	$(BIN)/python tools/lock/conda_env.py
 
 # Not part of `make test` or CI: a throwaway single-node Slurm cluster on this machine (needs root or sudo, and apt-get
 # when slurm-wlm/munge are missing) runs a few figures through profiles/slurm and compares their tables with a local

@@ -89,7 +89,8 @@ def test_every_papers_page_describes_every_configured_claim_and_is_current(capsy
 def test_a_syntax_error_in_the_paper_file_is_one_line_naming_file_line_and_column(tmp_path, monkeypatch, capsys):
     (tmp_path / "config" / "papers").mkdir(parents=True)
     (tmp_path / "config" / "config.yaml").write_text("")
-    (tmp_path / "Snakefile").write_text("")
+    (tmp_path / "workflow").mkdir()
+    (tmp_path / "workflow" / "Snakefile").write_text("")
     (tmp_path / "config" / "papers" / "lowy2023.yaml").write_text("figures:\n  fig4:\n<<<<<<< HEAD\n  x: 1\n")
     monkeypatch.chdir(tmp_path)
     assert cli.main(["claims-doc", "--papers", "lowy2023", "--check"]) == 2

@@ -145,7 +145,7 @@ def server():
 
 @pytest.fixture
 def project(make_project):
-    return make_project(("Snakefile", "workflow", "config", "src", "profiles"), into="project", offline_catalog=True)
+    return make_project(("workflow", "config", "src", "profiles"), into="project", offline_catalog=True)
 
 
 def test_real_data_over_http_to_prepared_arrays_and_a_figure(project, server, tmp_path):

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.pipeline
 @pytest.fixture
 def project(make_project):
     """A copy of the project in tmp_path/project whose catalog downloads nothing (conftest.make_project)."""
-    return make_project(("Snakefile", "workflow", "config", "src", "profiles"), into="project", offline_catalog=True)
+    return make_project(("workflow", "config", "src", "profiles"), into="project", offline_catalog=True)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from dpfl import joblog
 from dpfl.io import get_logger
 
 
-def _job(log, rule="figure_cell_none", **wildcards):
+def _job(log, rule="figure_cell", **wildcards):
     """What Snakemake gives a script, as job_errors reads it."""
     return SimpleNamespace(log=[str(log)], rule=rule, wildcards=wildcards)
 
@@ -28,12 +28,13 @@ def _fail(where):
 def test_a_failure_is_appended_to_the_job_log_after_its_progress_lines(tmp_path):
     log = tmp_path / "logs" / "cell.log"
     with pytest.raises(ValueError, match="no rows for panel a"):
-        with joblog.job_errors(_job(log, paper="lowy2023", figure="fig5", cell="a")):
+        with joblog.job_errors(_job(log, paper="lowy2023", figure="fig5", variant="", cell="a")):
             get_logger(str(log), "lowy2023/fig5:cell").info("started")  # the stage's logger opens the log with "w"
             _fail("panel a")
     lines = log.read_text().splitlines()
     assert lines[0].endswith("lowy2023/fig5:cell: started")
-    assert lines[1] == ("dpfl: job failed: rule figure_cell_none (paper=lowy2023, figure=fig5, cell=a): ValueError: "
+    # the default variant's empty `variant` wildcard is left out
+    assert lines[1] == ("dpfl: job failed: rule figure_cell (paper=lowy2023, figure=fig5, cell=a): ValueError: "
                         "no rows for panel a")
     assert lines[2] == "Traceback (most recent call last):"
     assert "dpfl/joblog.py" not in "\n".join(lines)  # the traceback starts at the job's code, not at job_errors
@@ -48,13 +49,13 @@ def test_a_failure_before_the_logger_creates_the_log_and_names_the_configuration
         config_key = ("figures", "fig2", "params", "delta")
 
     with pytest.raises(RuntimeError):
-        with joblog.job_errors(_job(log, rule="figure_table_none", paper="balle2020", figure="fig2")):
+        with joblog.job_errors(_job(log, rule="figure_table", paper="balle2020", figure="fig2")):
             try:
                 raise SettingError("delta out of range")
             except SettingError as exc:
                 raise RuntimeError("the table could not be computed") from exc
     first = log.read_text().splitlines()[0]
-    assert first == ("dpfl: job failed: rule figure_table_none (paper=balle2020, figure=fig2), configuration key "
+    assert first == ("dpfl: job failed: rule figure_table (paper=balle2020, figure=fig2), configuration key "
                      "figures.fig2.params.delta: RuntimeError: the table could not be computed")
     assert "SettingError: delta out of range" in log.read_text()
 
@@ -68,7 +69,7 @@ def test_the_end_of_a_failed_run_names_the_logs_of_the_jobs_that_failed_in_it(tm
     for path in (old, ok, failed):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("12:00:00 started\n")
-    joblog.append_failure(old, "figure_cell_none", {"paper": "kato2024"}, ValueError("old"))
+    joblog.append_failure(old, "figure_cell", {"paper": "kato2024"}, ValueError("old"))
     os.utime(old, (time.time() - 3600, time.time() - 3600))
     out = io.StringIO()
     joblog.report_failed_jobs(logs, file=out)
@@ -83,7 +84,7 @@ def test_the_end_of_a_failed_run_names_the_logs_of_the_jobs_that_failed_in_it(tm
     text = out.getvalue().splitlines()
     assert text[0] == "dpfl: 1 job failed in this run; the full traceback is in the log:"
     assert text[1] == f"  {failed}"
-    assert text[2] == "    rule figure_cell_none (paper=lowy2023, figure=fig5, cell=a): ValueError: no rows for panel a"
+    assert text[2] == "    rule figure_cell (paper=lowy2023, figure=fig5, cell=a): ValueError: no rows for panel a"
     assert "in _fail" in text[3] and text[-2:] == ["      ValueError: no rows for panel a",
                                                    "      second line of the message"]
     assert not any(str(old) in line or str(ok) in line for line in text)
@@ -104,7 +105,7 @@ def test_a_job_that_fails_in_a_run_has_its_traceback_in_its_log_and_the_run_name
     assert proc.returncode != 0, proc.stdout + proc.stderr
     log = "results/logs/asoodeh2021/fig2/plot.log"
     text = (project / log).read_text()
-    failure = "dpfl: job failed: rule figure_plot_none (paper=asoodeh2021, figure=fig2): KeyError: 'curve'"
+    failure = "dpfl: job failed: rule figure_plot (paper=asoodeh2021, figure=fig2): KeyError: 'curve'"
     assert failure in text
     assert "Traceback (most recent call last):" in text and "asoodeh2021/plot.py" in text
     assert text.rstrip().endswith("KeyError: 'curve'")

@@ -7,12 +7,14 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.metadata
+import importlib.util
 import re
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -23,12 +25,13 @@ PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([^\]]*)\])?\s*(?:==\s*([^\
 
 # Declared but never imported by name, each for a reason: anything else declared and unused is a leftover to drop.
 USED_WITHOUT_IMPORT = {
-    "snakemake": "runs the workflow (Snakefile, workflow/rules)",
+    "snakemake": "runs the workflow (workflow/Snakefile, workflow/rules)",
     "pyarrow": "pandas' Parquet engine for the cell tables",
     "six": "kaggle 2.2.4 imports it without declaring it",
     "snakemake-executor-plugin-slurm": "the executor of profiles/slurm, found by Snakemake as a plugin",
     "pytest-xdist": "make test runs pytest -n",
     "ruff": "tests/test_lint.py runs python -m ruff",
+    "snakefmt": "tests/test_workflow_conventions.py runs snakefmt --check on the workflow files",
 }
 
 
@@ -115,6 +118,53 @@ def test_the_lock_is_what_make_lock_writes():
     assert re.search(r"^UV_VERSION := \d+\.\d+\.\d+$", MAKEFILE, re.M), "Makefile: UV_VERSION is not an exact version"
     assert "uv==$(UV_VERSION)" in recipe.group(1)
     assert re.search(r"^LOCK +:= requirements/constraints\.txt$", MAKEFILE, re.M)
+
+
+def _conda_env_tool():
+    spec = importlib.util.spec_from_file_location("conda_env", ROOT / "tools" / "lock" / "conda_env.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_conda_environment_is_what_make_lock_writes_from_the_lock():
+    """workflow/envs/dpfl.yaml (the rules' conda environment) is the lock's run-time set: regenerated after every
+    `make lock`, so it cannot drift from .venv's versions."""
+    recipe = re.search(r"^lock:.*\n((?:\t.*\n)+)", MAKEFILE, re.M).group(1)
+    assert "$(BIN)/python tools/lock/conda_env.py" in recipe
+    tool = _conda_env_tool()
+    expected = tool.render(LOCK.read_text(), PYPROJECT)
+    assert (ROOT / "workflow" / "envs" / "dpfl.yaml").read_text() == expected, (
+        "workflow/envs/dpfl.yaml is not what the lock gives; run `make lock` (or python tools/lock/conda_env.py)")
+
+
+def test_the_conda_environment_has_every_run_time_pin_and_no_test_tool():
+    env = yaml.safe_load((ROOT / "workflow" / "envs" / "dpfl.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    pins = {}
+    for line in pip:
+        if not line.startswith("--"):
+            name, _, version = parse(line)
+            pins[name] = version
+    for name, version in {**requirements(), **requirements("kaggle")}.items():
+        assert pins.get(name) == version, f"workflow/envs/dpfl.yaml: {name} {pins.get(name)}, pyproject {version}"
+    for name, version in pins.items():
+        assert locked()[name] == version, (name, version)
+    assert not {"pytest", "ruff", "snakefmt", "snakemake-executor-plugin-slurm"} & set(pins)
+    assert not [n for n in pins if n.startswith("nvidia-")], "the CPU build of torch needs no CUDA packages"
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in pip
+
+
+def test_the_conda_tool_follows_the_locks_via_links():
+    """A package enters through its parents in the lock's annotations; the CUDA packages stay out with what only they
+    pull in."""
+    tool = _conda_env_tool()
+    lock = ("a==1\n    # via dpfl (pyproject.toml)\nb==2\n    # via a\nc==3 ; sys_platform == 'linux'\n"
+            "    # via\n    #   b\n    #   x\nnvidia-z==4\n    # via a\nonly-cuda==5\n    # via nvidia-z\n"
+            "x==6\n    # via pytest\n")
+    packages = tool.read_lock(lock)
+    assert packages["c"]["via"] == {"b", "x"} and packages["c"]["marker"] == "; sys_platform == 'linux'"
+    assert tool.runtime_set(packages, ["a"]) == ["a", "b", "c"]
 
 
 def test_make_install_installs_with_the_lock():

@@ -27,7 +27,7 @@ def project(tmp_path):
     root = tmp_path / "project"
     for sub in ("config", "workflow/schemas"):
         shutil.copytree(ROOT / sub, root / sub)
-    (root / "Snakefile").write_text("")
+    (root / "workflow" / "Snakefile").write_text("")
     (root / "src").symlink_to(ROOT / "src", target_is_directory=True)
     _commit(root)  # a record names the commit of the checkout that made the build, and refuses uncommitted changes
     results = tmp_path / "results"
@@ -224,7 +224,8 @@ def test_the_command_line_refuses_a_project_checkout_other_than_the_packages(tmp
     other = tmp_path / "other"
     (other / "config").mkdir(parents=True)
     (other / "config" / "config.yaml").write_text("scale: quick\n")
-    (other / "Snakefile").write_text("")
+    (other / "workflow").mkdir()
+    (other / "workflow" / "Snakefile").write_text("")
     package = (ROOT / "src" / "dpfl").resolve()
     monkeypatch.chdir(other / "config")  # a sub-folder: the checkout is found above it
     for argv, has in ((["record", "--check"], "with no src/dpfl"), (["record", "--results", "results"], None)):

@@ -18,12 +18,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 # The jobs worth a cluster node: arrays of a dataset, configured allocations, training/experiment cells.
-COMPUTE_RULES = {"prepare", "allocate", "figure_cell_none", "figure_cell_authors_code", "figure_cell_ablation"}
+COMPUTE_RULES = {"prepare", "allocate", "figure_cell"}
 # Seconds of work, or the network: run where Snakemake runs (localrules), never submitted.
-LIGHT_RULES = {"download", "figure_table_none", "figure_table_authors_code", "figure_plot_none",
-               "figure_plot_authors_code", "figure_claims_none", "figure_claims_authors_code", "paper_claims_none",
-               "paper_claims_authors_code", "report", "unknown_dataset", "figure_table_ablation",
-               "figure_plot_ablation", "figure_claims_ablation", "paper_claims_ablation"}
+LIGHT_RULES = {"download", "figure_table", "figure_plot", "figure_claims", "paper_claims", "report", "unknown_dataset"}
 
 _PROBE = r"""
 import json, sys
@@ -34,7 +31,7 @@ from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSet
 root, workdir = Path(sys.argv[1]), Path(sys.argv[2])
 with SnakemakeApi(OutputSettings()) as api:
     wf = api.workflow(resource_settings=ResourceSettings(), config_settings=ConfigSettings(config={"scale": "smoke"}),
-                      snakefile=root / "Snakefile", workdir=workdir)._workflow
+                      snakefile=root / "workflow" / "Snakefile", workdir=workdir)._workflow
     rules = {}
     for rule in wf.rules:
         info = rule.ruleinfo
@@ -55,7 +52,7 @@ print("RULES-JSON " + json.dumps(rules))
 @pytest.fixture(scope="module")
 def rules(tmp_path_factory) -> dict:
     workdir = tmp_path_factory.mktemp("slurm-rules")
-    for name in ("Snakefile", "config", "workflow", "src", "profiles"):
+    for name in ("config", "workflow", "src", "profiles"):
         (workdir / name).symlink_to(ROOT / name)
     proc = subprocess.run([sys.executable, "-c", _PROBE, str(ROOT), str(workdir)], cwd=workdir,
                           capture_output=True, text=True, timeout=300)
@@ -93,8 +90,7 @@ def test_compute_rules_go_to_the_scheduler_with_threads_mem_and_runtime(rules):
 
 
 def test_cells_carry_the_gpu_resource_the_profile_maps(rules):
-    for name in ("figure_cell_none", "figure_cell_authors_code"):
-        assert "gpu" in rules[name]["resources"], f"{name} lost its gpu resource (profiles/slurm: --gpus)"
+    assert "gpu" in rules["figure_cell"]["resources"], "figure_cell lost its gpu resource (profiles/slurm: --gpus)"
 
 
 def test_light_rules_are_localrules(rules):

@@ -23,9 +23,11 @@ from pathlib import Path
 
 
 def _project_root() -> Path:
+    from dpfl.config import SNAKEFILE
+
     here = Path.cwd()
     for d in [here, *here.parents]:
-        if (d / "Snakefile").exists() and (d / "config" / "config.yaml").exists():
+        if (d / SNAKEFILE).exists() and (d / "config" / "config.yaml").exists():
             return d
     return Path(__file__).resolve().parents[2]
 

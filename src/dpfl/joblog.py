@@ -65,9 +65,11 @@ def append_failure(log_path: str | Path, rule: str, wildcards: dict, exc: BaseEx
 
 
 def summary(rule: str, wildcards: dict, exc: BaseException) -> str:
-    """One line: FAILED, the rule, its wildcards (paper, figure, cell, ...), the configuration key the exception names
-    (its `config_key`, or one in the exceptions that caused it), and the exception's type and first line."""
-    where = f" ({', '.join(f'{k}={v}' for k, v in wildcards.items())})" if wildcards else ""
+    """One line: FAILED, the rule, its wildcards (paper, figure, cell, ...; an empty one, e.g. the `variant` of a
+    figure's default variant, is left out), the configuration key the exception names (its `config_key`, or one in
+    the exceptions that caused it), and the exception's type and first line."""
+    shown = {k: v for k, v in wildcards.items() if v != ""}
+    where = f" ({', '.join(f'{k}={v}' for k, v in shown.items())})" if shown else ""
     key = config_key(exc)
     setting = f", configuration key {key}" if key else ""
     message = str(exc).strip().splitlines()

@@ -53,7 +53,7 @@ SNAKEMAKE="$REPO/.venv/bin/snakemake"
 PY="$REPO/.venv/bin/python"
 PARTITION=dpfl
 # Rules that may go to the scheduler; everything else must be a localrule (workflow/rules/*.smk).
-COMPUTE_RULES="prepare allocate figure_cell_none figure_cell_authors_code"
+COMPUTE_RULES="prepare allocate figure_cell"
 
 log() { printf '[test-slurm %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { log "FAILED: $*" >&2; exit 1; }

@@ -26,6 +26,10 @@ from dpfl.config.schema import (  # noqa: F401  (ConfigError, read_yaml and vali
 from dpfl.io import resolve
 from dpfl.papers import ALLOCATION_KINDS, FIGURES, PAPERS
 
+# The workflow's main file, relative to the project folder (Snakemake's standard layout: `snakemake` run in the
+# project folder finds it); with config/config.yaml it marks a project checkout.
+SNAKEFILE = Path("workflow") / "Snakefile"
+
 
 
 def deep_merge(base: dict, overlay: dict) -> dict:

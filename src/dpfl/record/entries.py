@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from dpfl import codedeps, jobs, paths
+from dpfl.config import SNAKEFILE
 from dpfl.runinfo import git_output
 from dpfl.papers import FIGURES, PAPERS
 
@@ -47,7 +48,7 @@ def same_checkout(root: Path) -> None:
         return
     has = "its own src/dpfl" if here.is_dir() else "no src/dpfl"
     home = package.parents[1]
-    there = (f"run the command from that checkout ({home})" if (home / "Snakefile").is_file()
+    there = (f"run the command from that checkout ({home})" if (home / SNAKEFILE).is_file()
              else "that package is installed outside a project checkout")
     here_too = (f", or use this checkout's own code: cd {Path(root).resolve()} && PYTHONPATH=src python -m dpfl "
                 "record …" if here.is_dir() else "")
