@@ -18,43 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-_CHILD = """
-import json, resource, sys, time
-from dpfl.io import resolve
-from dpfl.jobs import CellJob
-from dpfl.papers import FIGURES
-import torch
-torch.set_num_threads(int(sys.argv[3]))
-job, inputs = CellJob(**json.loads(sys.argv[1])), json.loads(sys.argv[2])
-run = resolve(FIGURES[(job.paper, job.figure)].cell)  # imports outside the timed region
-t = time.perf_counter()
-df = run(job, inputs, lambda *a: None)
-loop = float(df["seconds_per_round"].iloc[0]) if "seconds_per_round" in df else None  # the round loop alone
-runs = None
-if "run" in df and "seconds_per_round" in df:  # a cell of several runs (kato2024's panels): each run's own loop
-    runs = {str(k): float(d["seconds_per_round"].iloc[0]) for k, d in df.groupby("run", sort=False)}
-    loop = sum(runs.values())
-elif "run" in df and "seconds_per_trial" in df:  # lowy2023's panels: each run's own work per trial (the trial's data,
-    # shared by the runs, is not in any run's: the cell's seconds per trial count it)
-    runs = {str(k): float(d["seconds_per_trial"].iloc[0]) for k, d in df.groupby("run", sort=False)}
-units = int(df["rounds_from_epochs"].iloc[0]) if "rounds_from_epochs" in df else None  # T set by the data
-configs = len(df[["a", "eta"]].drop_duplicates()) if {"a", "eta"} <= set(df.columns) else None  # a batch of configs
-per_eval = float(df["seconds_per_evaluation"].iloc[0]) if "seconds_per_evaluation" in df else 0.0  # evaluations apart
-evals = int(df["evaluations"].iloc[0]) if "evaluations" in df else 0
-phases = df.groupby("phase")["seconds"].mean().to_dict() if {"phase", "seconds"} <= set(df.columns) else None
-if phases and "round" in df and (df["round"] > 1).any():  # later rounds apart (the first may pay one-off costs)
-    phases.update({f"{k} (rounds ≥ 2)": v for k, v in df[df["round"] > 1].groupby("phase")["seconds"].mean().items()})
-print(json.dumps({"phases": phases, "seconds": time.perf_counter() - t, "loop_per_unit": loop, "runs": runs,
-                  "units": units,
-                  "configs": configs, "per_eval": per_eval, "evals": evals,
-                  "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
-                  "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
-
 
 def _run_child(job, inputs: dict, env: dict, threads: int = 1) -> dict:
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(job.as_dict()), json.dumps(inputs), str(threads)],
+    """The cell run in its own process (dpfl.bench.child): its seconds, timing and peak memory."""
+    proc = subprocess.Popen([sys.executable, "-m", "dpfl.bench.child", json.dumps(job.as_dict()), json.dumps(inputs),
+                             str(threads)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     out, err = proc.communicate()
     if proc.returncode != 0:
