@@ -14,10 +14,9 @@ from pathlib import Path
 
 from dpfl import codedeps, jobs, paths
 from dpfl.config import SNAKEFILE
+from dpfl.papers import FIGURES, MODES, PAPERS  # MODES: and the one-switch ablations a build holds (modes_built)
 from dpfl.runinfo import git_output
-from dpfl.papers import FIGURES, PAPERS
 
-MODES = ("none", "authors-code")  # and the one-switch ablations a build holds (modes_built)
 
 
 def modes_built(results: Path, paper: str, figure: str | None = None) -> list[str]:
