@@ -113,9 +113,10 @@ def test_the_end_of_run_line_never_raises(tmp_path):
 
 
 def test_both_end_of_run_handlers_end_with_the_stand_in_line():
-    """workflow/rules/report.smk: onsuccess and onerror each call say_standins last, after the report refresh."""
+    """workflow/rules/report.smk: onsuccess and onerror each call say_standins (imported in common.smk) last, after
+    the report refresh."""
+    assert "from dpfl.runinfo import say_standins" in (ROOT / "workflow/rules/common.smk").read_text()
     text = (ROOT / "workflow/rules/report.smk").read_text()
-    assert "from dpfl.runinfo import say_standins" in text
     for handler in ("onsuccess", "onerror"):
         body = re.search(rf"^{handler}:\n((?:    .*\n|\n)+?)(?=\S)", text, re.M).group(1)
         lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
