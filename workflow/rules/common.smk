@@ -75,10 +75,6 @@ def figure_def(wildcards):
     return FIGURES[key]
 
 
-def figure_dir(paper, figure, mode):
-    return paths.figure_dir(paper, figure, mode)
-
-
 def modes_for(paper, figure):
     """Modes in which `all` builds a figure: the paper's `compat` setting, plus the authors-code variant when
     `compat_variants` is on or the figure asks for it (`authors_code.build_by_default`: its verdicts hinge on a
@@ -99,7 +95,7 @@ def ablation_modes(paper, figure):
 
 
 def figure_outputs(paper, figure, mode):
-    d = figure_dir(paper, figure, mode)
+    d = paths.figure_dir(paper, figure, mode)
     return [f"{d}{figure}.png", f"{d}{figure}.pdf", f"{d}{figure}.json", f"{d}{figure}.md", f"{d}claims.json"]
 
 
@@ -386,7 +382,7 @@ def other_mode_claims(paper, figures, mode, claim_id=None):
     built = [set(modes_for(paper, f)) for f in figures]
     others = [m for m in modes_for(paper, figures[0]) if m != "none" and all(m in b for b in built)]
     if claim_id is None:
-        return [figure_dir(paper, figures[0], m) + "claims.json" for m in others]
+        return [paths.figure_dir(paper, figures[0], m) + "claims.json" for m in others]
     return [paper_claims_json(paper, claim_id, m) for m in others]
 
 
@@ -431,7 +427,7 @@ def claim_tables(wildcards, ext):
     """The tables (ext "csv") or sidecars ("json") of the figures a claim over several figures reads."""
     mode = variant_mode(wildcards)
     return [
-        figure_dir(wildcards.paper, f, figure_mode(wildcards.paper, f, mode)) + f"{f}.{ext}"
+        paths.figure_dir(wildcards.paper, f, figure_mode(wildcards.paper, f, mode)) + f"{f}.{ext}"
         for f in claim_figures(wildcards)
     ]
 
@@ -457,7 +453,7 @@ def report_figures():
             "paper": p,
             "figure": f,
             "mode": m,
-            "dir": figure_dir(p, f, m),
+            "dir": paths.figure_dir(p, f, m),
             "why": CFG.figure(p, f).get("authors_code", {}).get("why", ""),
             "claims_hash": config_hash(CFG.figure(p, f).get("claims", [])),
         }
@@ -474,7 +470,7 @@ def report_paper_claims():
             "mode": m,
             "figures": CFG.built_figures(p, c),
             "path": paper_claims_json(p, c["id"], m),
-            "tables": {f: figure_dir(p, f, figure_mode(p, f, m)) + f"{f}.csv" for f in CFG.built_figures(p, c)},
+            "tables": {f: paths.figure_dir(p, f, figure_mode(p, f, m)) + f"{f}.csv" for f in CFG.built_figures(p, c)},
             "claims_hash": config_hash(c),
         }
         for p, c, m in selected_paper_claims()
