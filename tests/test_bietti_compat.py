@@ -14,11 +14,12 @@ import torch
 
 from dpfl.config import load
 from dpfl.jobs import CellJob
-from dpfl.papers.bietti2022.cell import implementation, run_cell
+from dpfl.papers.bietti2022.cell import run_cell
 from dpfl.papers.bietti2022.cnn import cnn_round, initial
 from dpfl.papers.bietti2022.federated import FederatedTask, UserStreams
 from dpfl.papers.bietti2022.methods import epsilon_curve
 from dpfl.papers.bietti2022.ppsgd import Batch, Grid, grid_tensors
+from dpfl.papers.bietti2022.settings import Implementation
 from dpfl.papers.bietti2022.table import end_rows, fig1, fig2
 from dpfl.papers.bietti2022.layout import GridLayout
 
@@ -191,12 +192,12 @@ def test_paper_defaults_come_from_the_schema_and_keys_are_checked():
     cfg = load(ROOT, {"scale": "smoke"})
     for figure in ("fig1a", "fig2"):
         params = cfg.figure_params("bietti2022", figure, "none")
-        assert implementation(params) == PAPER
+        assert Implementation.from_params(params) == Implementation(**PAPER)
         assert "dtype" in params and all({"model", "max_memory_mib"} <= set(g) for g in params["grids"].values())
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['noise'\]"):
-        implementation({"implementation": {**PAPER, "noise": "unseeded"}})
+        Implementation.from_params({"implementation": {**PAPER, "noise": "unseeded"}})
     with pytest.raises(ValueError, match=r"missing key\(s\) \['cnn_local_step'"):
-        implementation({"implementation": {"sampling": "shuffle"}})
+        Implementation.from_params({"implementation": {"sampling": "shuffle"}})
 
 
 def test_excess_risk_per_coordinate_and_end_rows():

@@ -391,17 +391,17 @@ def _lowy_paper(v: Variant) -> None:
 
 
 def _bietti_training(v: Variant) -> None:
-    """bietti2022 Figs 1a-d and 2 (dpfl.papers.bietti2022.layout, cell, table), per grid:
+    """bietti2022 Figs 1a-d and 2 (dpfl.papers.bietti2022.layout, tasks, table), per grid:
 
     - federated tasks: users_per_round Q ≤ users N (users are sampled at rate q = Q/N: layout.GridLayout.needs), and
       N ≤ the users the prepared data holds (federated.FederatedTask.from_arrays, sparse.SparseTask.from_arrays);
-    - model cnn only on an image task (emnist: cell.run_cell);
+    - model cnn only on an image task (emnist: tasks.Setup);
     - the synthetic task: synthetic.personal ≤ synthetic.dim (ppsgd.Synthetic);
     - sigmas name distinct cells ("<grid>-sigma<σ>", layout.GridLayout.cells);
     - Fig 1 (table fig1): exactly one grid, and `show` picks at least one of the grid's levels and σ (table.fig1
       refuses both only after every cell ran)."""
-    from dpfl.papers.bietti2022.cell import FEDERATED
     from dpfl.papers.bietti2022.layout import TASK_DATASETS, level
+    from dpfl.papers.bietti2022.tasks import FEDERATED
 
     p = v.params
     for gid, grid in p["grids"].items():
@@ -429,11 +429,11 @@ def _bietti_training(v: Variant) -> None:
                           f"({size.origin}): a grid trains on the first N users (dpfl.papers.bietti2022.federated, "
                           f"sparse)")
         if grid["model"] == "cnn":
-            images = [t for t, f in FEDERATED.items() if not f["sparse"]]
+            images = [t for t, f in FEDERATED.items() if not f.sparse]
             if task not in images:
                 v.problem(v.p(*g, "model"),
                           f"'cnn' needs an image task ({', '.join(images)}), not task {task!r} "
-                          f"({v.ref(v.p(*g, 'task'))}) (dpfl.papers.bietti2022.cell)")
+                          f"({v.ref(v.p(*g, 'task'))}) (dpfl.papers.bietti2022.tasks)")
     if not FIGURES[(v.paper, v.figure)].table.endswith(":fig1"):
         return
     if len(p["grids"]) != 1:

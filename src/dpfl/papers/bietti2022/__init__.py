@@ -3,7 +3,9 @@
 Modules: `methods` (PP-SGD and its accounting), `ppsgd` (the round rule for the linear models, vectorized over a
 grid of (η, a, σ) configs; the synthetic task), `federated` (EMNIST: user sampling, minibatch streams, accuracy),
 `cnn` (the CNN round), `sparse` (Stackoverflow: compact personal rows, sparse products), `layout` (cells: a = 0
-once, then one per σ), `cell` (one grid, every seed), `table` (best over η per evaluation point) and `plot`.
+once, then one per σ), `settings` (a cell's params as frozen, typed settings; B1-B5), `tasks` (what the synthetic
+and federated tasks contribute to a run), `models` (the model strategies: linear, sparse, CNN), `cell` (one grid,
+every seed), `table` (best over η per evaluation point) and `plot`.
 """
 
 from dpfl.figure import FigureDef, PaperDef

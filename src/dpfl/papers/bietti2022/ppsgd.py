@@ -115,10 +115,11 @@ def grid_tensors(grid: Grid, dtype, device) -> dict:
 # ------------------------------------------------------------------------------------------ synthetic data (§1.1)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Synthetic:
     """The regression task of Fig 1a: N users, d features, x ~ N(0, diag(1/k)), y = θ_i*ᵀx + N(0, τ²); θ_i* = θ_0
-    except the last `personal` coordinates, which get + local_weight·N(0, 1)."""
+    except the last `personal` coordinates, which get + local_weight·N(0, 1). Frozen: a cell's settings hold it
+    (dpfl.papers.bietti2022.settings.GridSettings.synthetic)."""
 
     n_users: int = 1000
     dim: int = 100

@@ -160,7 +160,7 @@ class SparseState:
     @classmethod
     def zeros(cls, d: int, K: int, theta_rows: int, grid_t: dict, *, clip: float, q: float, n_users: int,
               dtype, device, theta: torch.Tensor | None = None) -> "SparseState":
-        """Zero models; `theta`: zeroed storage to use for Θ (dpfl.papers.bietti2022.cell reuses it)."""
+        """Zero models; `theta`: zeroed storage to use for Θ (dpfl.papers.bietti2022.models.Storage reuses it)."""
         G = len(grid_t["eta_w"])
         coef = grid_t["eta_w"] * grid_t["sigma"] * clip / (q * n_users)
         theta = torch.zeros((theta_rows + 1, G, K), dtype=dtype, device=device) if theta is None else theta
