@@ -11,6 +11,9 @@
                           [--allow-dirty]
                                            the reproduction record (docs/reproduction/) from a built results/
   python -m dpfl record --check            the record's entries whose settings or code changed since
+  python -m dpfl record --carry --baseline DIR --quick DIR [--papers P ...] [--figures P/F ...]
+                                           carry stale entries across a code change that two quick-scale
+                                           builds (the entry's code, this checkout's) show changes no number
   python -m dpfl claims-doc [--check]      the Claims section of docs/papers/<paper>.md, from the configuration
 """
 
@@ -82,7 +85,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from dpfl.record import RecordError, build, check, not_recorded, same_checkout, selection, why_texts
+    from dpfl.record import (RecordError, build, carry_entries, check, not_recorded, same_checkout, selection,
+                             why_texts)
 
     root = _project_root()
     try:
@@ -98,6 +102,18 @@ def cmd_record(args) -> int:
             print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} in the reproduction record")
             return 1 if stale else 0
         chosen = selection(args.papers, args.figures)
+        if args.carry:
+            if not (args.baseline and args.quick):
+                raise RecordError("--carry needs --baseline DIR (a quick-scale build of the entries' own code) and "
+                                  "--quick DIR (a quick-scale build of this checkout's code)")
+            carried, refused = carry_entries(root, Path(args.baseline).resolve(), Path(args.quick).resolve(),
+                                             chosen, out)
+            for line in carried:
+                print(line)
+            for line in refused:
+                print(f"not carried: {line}")
+            print(f"{len(carried)} entr{'y' if len(carried) == 1 else 'ies'} carried, {len(refused)} not carried")
+            return 1 if refused else 0
         why = why_texts(args.why)
         parts = ["python -m dpfl record", f"--results {args.results}" if args.results != "results" else "",
                  f"--quick {args.quick}" if args.quick else "", f"--out {args.out}" if args.out else "",
@@ -218,6 +234,12 @@ def main(argv=None) -> int:
                    "HEAD`")
     p.add_argument("--check", action="store_true", help="list the entries whose settings or code changed since the "
                    "record (exit 1 when any)")
+    p.add_argument("--carry", action="store_true", help="carry the stale entries (of --papers/--figures; default all) "
+                   "across this checkout's code change where a quick-scale build of their recorded code (--baseline) "
+                   "and one of this checkout's (--quick) give identical tables and claims (docs/reproduction.md); "
+                   "each carried entry keeps its paper-scale numbers and says so; exit 1 when one is not carried")
+    p.add_argument("--baseline", metavar="DIR", help="with --carry: the results/ of a quick-scale build made in a "
+                   "clean checkout whose code for the entries is the recorded code")
     p.set_defaults(func=cmd_record)
     p = sub.add_parser("claims-doc", help="the Claims section of docs/papers/<paper>.md, from the configuration")
     p.add_argument("--papers", nargs="+", help="only these papers (default: all)")

@@ -28,7 +28,18 @@ from dpfl.record.entries import (  # noqa: F401  (the record's API)
     BUILD_KEYS, MAX_IMAGE_BYTES, MODES, VERDICTS, RecordError, anchor, build_checkout, cells_seconds, check,
     checkout_state, code_files, entry_name, for_report, modes_built, not_recorded, outdated, portable, quick_key,
     same_checkout, selection, shared_seconds, stale_entries, update, variant, why_texts)
+from dpfl.record.carry import carry_over
 from dpfl.record.pages import write_pages
+
+
+def carry_entries(root: Path, baseline: Path, new: Path, chosen: dict[str, set[str] | None],
+                  out: Path | None = None) -> tuple[list[str], list[str]]:
+    """Carry the chosen stale entries across a change of code that two quick-scale builds show does not change
+    their numbers (dpfl.record.carry) and rewrite the pages when any was carried; returns (carried, refused) lines."""
+    record, carried, refused = carry_over(root, baseline, new, chosen, out)
+    if carried:
+        write_pages(root, out or root / paths.RECORD_DIR, record)
+    return carried, refused
 
 
 def build(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[str] | None] | list[str],

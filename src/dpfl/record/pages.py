@@ -79,6 +79,7 @@ def _paper_page(paper: str, part: dict) -> str:
                   f"| {e['mode']} | {_cell(data)} | {e['scale']}{' (reduced)' if e['reduced_scale'] else ''} | "
                   f"`{e['settings_hash']}` | `{e['code_hash']}` | {_run_time(e)} | "
                   f"{machine.get('cpu_count')} CPU, {_cell(machine.get('accelerator'))} | {source(e)} |", ""]
+        lines += _carried_lines(e)
         if e["claims"]:
             lines += _claims_table(e["claims"], match_quick(e["claims"], e.get("quick_verdicts", []), e["mode"],
                                                              variant(e)))
@@ -88,6 +89,22 @@ def _paper_page(paper: str, part: dict) -> str:
             claims = [c for c in part["paper_claims"] if number(c) == n]
             lines += [f"From build {n}:", ""] + _claims_table(claims, [c.get("quick_verdict") for c in claims])
     return "\n".join(lines) + "\n"
+
+
+def _carried_lines(e: dict) -> list[str]:
+    """One line per code change the entry was carried across (dpfl.record.carry): its numbers are those of the
+    build named in its row, shown by quick-scale builds to be unchanged by the new code."""
+    lines = []
+    for c in e.get("carried", []):
+        files = ", ".join(f"`{f}`" for f in c["changed"][:4]) + (f" and {len(c['changed']) - 4} more"
+                                                                 if len(c["changed"]) > 4 else "")
+        compared = "; ".join(f"{k}: {v}" for k, v in c["compared"].items())
+        skipped = f"; not compared: {c['not_compared']}" if c.get("not_compared") else ""
+        lines.append(f"- Carried {c['recorded']} to the code of commit `{c['commit']}` (code hash "
+                     f"`{c['from_code_hash']}` before; changed: {files}): quick-scale builds at "
+                     f"`{c['baseline_commit']}` and `{c['commit']}` agree ({compared}{skipped}). "
+                     "The numbers above are the paper-scale build's.")
+    return lines + [""] if lines else []
 
 
 def _run_time(e: dict) -> str:
