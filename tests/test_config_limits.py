@@ -328,7 +328,7 @@ def test_balle_plotted_p0_not_computed(root):
 
 
 def test_every_figure_family_is_registered_once():
-    families = {(paper, fdef.schema) for (paper, _), fdef in FIGURES.items()}
+    families = {(paper, fdef.family.name) for (paper, _), fdef in FIGURES.items()}
     assert families == set(config_limits.FIGURE_LIMITS) | config_limits.NO_LIMITS
     assert not set(config_limits.FIGURE_LIMITS) & config_limits.NO_LIMITS
 

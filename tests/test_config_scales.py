@@ -32,7 +32,7 @@ def params(cfg, figure):
 
 
 def test_a_family_reduction_reaches_every_figure_of_the_family_and_adds_no_block(root):
-    set_quick(root, "kato2024", {"families": {"training_figure": {
+    set_quick(root, "kato2024", {"families": {"training": {
         "params": {"rounds": 3, "hyper": {"naive": {"epochs": 7}, "avg": {"epochs": 4}}},
         "datasets": {"mnist": {"params": {"rounds": 2, "train_subsample": 0.5}}}}}})
     cfg = config.load(root, {"scale": "quick"})
@@ -51,7 +51,7 @@ def test_a_family_reduction_reaches_every_figure_of_the_family_and_adds_no_block
 
 def test_precedence_family_then_dataset_then_figure(root):
     set_quick(root, "kato2024", {
-        "families": {"training_figure": {"params": {"rounds": 8, "seeds": [0]},
+        "families": {"training": {"params": {"rounds": 8, "seeds": [0]},
                                          "datasets": {"tcga_brca": {"params": {"rounds": 7}}}}},
         "figures": {"fig9": {"params": {"rounds": 6}}}})
     cfg = config.load(root, {"scale": "quick"})
@@ -62,13 +62,13 @@ def test_precedence_family_then_dataset_then_figure(root):
 
 
 @pytest.mark.parametrize("part, expected", [
-    ({"families": {"training_figur": {"params": {"rounds": 2}}}},
-     ["papers.kato2024.families", "unknown figure family ['training_figur']", "training_figure"]),
-    ({"families": {"training_figure": {"datasets": {"mnsit": {"params": {"rounds": 2}}}}}},
-     ["families.training_figure.datasets", "no figure of this family names dataset ['mnsit']", "mnist"]),
-    ({"families": {"training_figure": {"params": {"rounds": "five"}}}},
-     ["families.training_figure as applied to figures.fig4", "rounds"]),
-    ({"families": {"training_figure": {"parms": {"rounds": 2}}}}, ["config/scales/quick.yaml", "parms"]),
+    ({"families": {"trainin": {"params": {"rounds": 2}}}},
+     ["papers.kato2024.families", "unknown figure family ['trainin']", "group_privacy, protocol, records, training"]),
+    ({"families": {"training": {"datasets": {"mnsit": {"params": {"rounds": 2}}}}}},
+     ["families.training.datasets", "no figure of this family names dataset ['mnsit']", "mnist"]),
+    ({"families": {"training": {"params": {"rounds": "five"}}}},
+     ["families.training as applied to figures.fig4", "rounds"]),
+    ({"families": {"training": {"parms": {"rounds": 2}}}}, ["config/scales/quick.yaml", "parms"]),
 ])
 def test_a_bad_family_reduction_names_the_file_the_key_and_what_was_expected(root, part, expected):
     set_quick(root, "kato2024", part)

@@ -9,6 +9,7 @@ the cell runs replaced by a stand-in measurement, and rejects requests that name
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import dataclasses
 import inspect
@@ -17,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from dpfl import bench, config, jobs
-from dpfl.figure import FigureDef, FigureLayout
-from dpfl.papers import FIGURES, MODES
+from dpfl.figure import FigureDef, FigureFamily, FigureLayout, PaperDef
+from dpfl.papers import FIGURES, MODES, REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALES = ("smoke", "quick", "paper")
@@ -42,11 +43,51 @@ def test_every_experiment_figure_has_a_figure_layout_and_every_analytic_none():
                 jobs.layout(*key)
 
 
-def test_a_figure_def_that_mixes_kinds_is_rejected():
-    with pytest.raises(ValueError, match="experiment figure has a layout and a cell"):
-        FigureDef(table="m:t", plot="m:p", schema="f", kind="experiment")
-    with pytest.raises(ValueError, match="experiment figure has a layout and a cell"):
-        FigureDef(table="m:t", plot="m:p", schema="f", layout="m:L", cell="m:c")  # kind left analytic
+def test_a_family_that_mixes_kinds_or_a_figure_without_a_plot_is_rejected():
+    with pytest.raises(ValueError, match="experiment family has a layout and a cell"):
+        FigureFamily(name="f", table="m:t", plot="m:p", schema="f", kind="experiment")
+    with pytest.raises(ValueError, match="experiment family has a layout and a cell"):
+        FigureFamily(name="f", table="m:t", plot="m:p", schema="f", layout="m:L", cell="m:c")  # kind left analytic
+    with pytest.raises(ValueError, match="only an experiment family"):
+        FigureFamily(name="f", table="m:t", plot="m:p", schema="f", settings="m:S")
+    open_family = FigureFamily(name="f", table="m:t", plot=None, schema=None)
+    with pytest.raises(ValueError, match="names no plot, schema, and neither does its family"):
+        FigureDef(open_family)
+    fdef = FigureDef(open_family, plot="m:p2", schema="s2")
+    assert (fdef.table, fdef.plot, fdef.schema, fdef.kind, fdef.cell) == ("m:t", "m:p2", "s2", "analytic", None)
+
+
+def test_every_figure_names_a_family_and_a_papers_families_have_distinct_names():
+    for name, paper in REGISTRY.items():
+        families = paper.families()
+        assert families, name
+        for figure, fdef in paper.figures.items():
+            assert families[fdef.family.name] is fdef.family, (name, figure)
+    twice = PaperDef(figures={"a": FigureDef(FigureFamily(name="f", table="m:t", plot="m:p", schema="s")),
+                              "b": FigureDef(FigureFamily(name="f", table="m:u", plot="m:p", schema="s"))})
+    with pytest.raises(ValueError, match="figure b: a second figure family named 'f'"):
+        twice.families()
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_a_familys_settings_type_reads_every_cells_params(configs, scale):
+    """The frozen settings a family declares (FigureFamily.settings) are built from every cell's params of every
+    figure of the family, in every mode, at every scale: the boundary the cell crosses at its start."""
+    cfg = configs[scale]
+    checked = 0
+    for (paper, figure), fdef in FIGURES.items():
+        if fdef.settings is None or figure not in cfg.papers[paper]["figures"]:
+            continue
+        module, name = fdef.settings.split(":")
+        settings = getattr(importlib.import_module(module), name)
+        for mode in MODES if fdef.has_compat else ("none",):
+            for cell in jobs.cell_ids(cfg, paper, figure, mode):
+                if not jobs.computed_runs(cfg, paper, figure, cell, mode):
+                    continue  # every run borrowed from another figure's cell: no job
+                made = settings.from_params(jobs.build_cell_job(cfg, paper, figure, cell, mode).params)
+                assert dataclasses.is_dataclass(made) and made.__dataclass_params__.frozen, (paper, figure, mode)
+                checked += 1
+    assert checked
 
 
 def test_the_contract_requires_the_three_layout_hooks():

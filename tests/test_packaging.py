@@ -300,6 +300,22 @@ def test_the_makefile_picks_the_pythons_that_requires_python_allows():
     assert f"(3, {low}) <= sys.version_info[:2] <= (3, {int(high) - 1})" in MAKEFILE
 
 
+def test_every_package_the_figures_import_has_its_version_recorded():
+    """A figure's sidecar names the version of every distribution its stages' code imports (dpfl.codedeps), so that a
+    number can be traced to the library that computed it; dpfl.provenance.UNVERSIONED says why one is left out."""
+    from dpfl import codedeps
+    from dpfl.papers import FIGURES
+    from dpfl.provenance import UNVERSIONED, VERSIONED_PACKAGES
+
+    stage_files = {f for fdef in FIGURES.values() for stage in ("cell", "table", "plot", "claims")
+                   if stage != "cell" or fdef.kind == "experiment" for f in codedeps.stage_code(fdef, stage)}
+    imported = {dist for module, files in imports(["src"]).items() if set(files) & stage_files
+                for dist in distributions(module)}
+    assert {"torch", "opacus", "scikit-learn", "phe", "gmpy2"} <= imported  # the scan sees the figures' imports
+    missing = sorted(imported - set(map(norm, VERSIONED_PACKAGES)) - set(map(norm, UNVERSIONED)))
+    assert not missing, f"figures import these without recording their version (dpfl.provenance): {missing}"
+
+
 def test_the_versions_a_figure_records_are_of_declared_packages():
     from dpfl.provenance import VERSIONED_PACKAGES
 

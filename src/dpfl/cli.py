@@ -1,6 +1,6 @@
 """Command line helpers (the pipeline itself runs through `snakemake`):
 
-  python -m dpfl list                      figures, their modes and where their outputs land
+  python -m dpfl list                      figures, their families, modes and where their outputs land
   python -m dpfl config [--scale S]        the resolved, validated configuration (defaults filled in)
   python -m dpfl epsilon --q Q --sigma Z --steps T --delta D [--group-k K]
                                            ε of the Poisson-subsampled Gaussian (and for groups of K records)
@@ -43,7 +43,7 @@ def cmd_list(args) -> int:
     for paper, figure in cfg.selected():
         fdef = FIGURES[(paper, figure)]
         compat = " (+ authors-code variant)" if fdef.has_compat else ""
-        print(f"{paper:12s} {figure:8s} {fdef.kind:10s} results/{paper}/{figure}/{compat}")
+        print(f"{paper:12s} {figure:8s} {fdef.kind:10s} {fdef.family.name:14s} results/{paper}/{figure}/{compat}")
     return 0
 
 

@@ -9,7 +9,7 @@ named is the one that set the offending value: the scale file (its `figures`, `f
 the paper file (the figure's params, its `authors_code` items or its `ablations`), or, for a value no file writes,
 the schema that gives its default.
 
-The limits sit in one registry per figure family (`FIGURE_LIMITS`, keyed by (paper, FigureDef.schema), so a new
+The limits sit in one registry per figure family (`FIGURE_LIMITS`, keyed by (paper, FigureFamily.name), so a new
 figure of a family is checked without an entry here) and per paper (`PAPER_LIMITS`); each function's docstring says
 which code assumes each limit. Families without a cross-field limit are listed in `NO_LIMITS`.
 
@@ -213,7 +213,7 @@ class Variant:
             applied = f" (as figures.{fig})"
             candidates = [(("figures", fig, *rest), "")]
             if rest[0] == "params" and (self.paper, fig) in FIGURES:
-                family = FIGURES[(self.paper, fig)].schema
+                family = FIGURES[(self.paper, fig)].family.name
                 dataset = self.written.get("figures", {}).get(fig, {}).get("params", {}).get("dataset")
                 if dataset is not None:
                     candidates.append((("families", family, "datasets", dataset, "params", *rest[1:]), applied))
@@ -641,10 +641,13 @@ def _kato_protocol(v: Variant) -> None:
                                        f"(dpfl.papers.kato2024.protocol.secure.Server)")
 
 
-def _kato_fig11(v: Variant) -> None:
-    """kato2024 Fig 11: the protocol's limits (`_kato_protocol`), distinct panel ids (one cell each), and per panel
-    the allocation family of its dataset and its instance (`_kato_panel`)."""
+def _kato_protocol_figure(v: Variant) -> None:
+    """kato2024's protocol family: the protocol's limits (`_kato_protocol`), and for a figure of panels (Fig 11)
+    distinct panel ids (one cell each) and per panel the allocation family of its dataset and its instance
+    (`_kato_panel`)."""
     _kato_protocol(v)
+    if "panels" not in v.params:  # Fig 12: sweeps of generated data
+        return
     _distinct(v, v.params["panels"], lambda i: v.p("panels", i, "id"), lambda q: q["id"], "panel")
     for i, panel in enumerate(v.params["panels"]):
         entry = _kato_allocation(v, v.p("panels", i, "dataset"), v.p("panels", i, "allocation"))
@@ -683,20 +686,19 @@ def _balle_checkins(v: Variant) -> None:
 # the registry and the check
 # --------------------------------------------------------------------------------------------------
 
-#: (paper, figure family = FigureDef.schema) -> its limits
+#: (paper, figure family = FigureFamily.name) -> its limits
 FIGURE_LIMITS = {
-    ("lowy2023", "figure"): _lowy_figure,
-    ("bietti2022", "training_figure"): _bietti_training,
-    ("kato2024", "training_figure"): _kato_training,
-    ("kato2024", "allocation_figure"): _kato_allocation_figure,
-    ("kato2024", "protocol_fig11"): _kato_fig11,
-    ("kato2024", "protocol_fig12"): _kato_protocol,
-    ("asoodeh2021", "theorem2_figure"): _asoodeh_fig2,
-    ("balle2020", "checkins_figure"): _balle_checkins,
+    ("lowy2023", "training"): _lowy_figure,
+    ("bietti2022", "grids"): _bietti_training,
+    ("kato2024", "training"): _kato_training,
+    ("kato2024", "records"): _kato_allocation_figure,
+    ("kato2024", "protocol"): _kato_protocol_figure,
+    ("asoodeh2021", "theorem2"): _asoodeh_fig2,
+    ("balle2020", "checkins"): _balle_checkins,
 }
 #: families whose settings the schema bounds alone: kato2024 Fig 2 (closed form; k > 62 is clamped by design),
 #: balle2020 Fig 2 and Table 1 (closed forms of any n ≥ 1)
-NO_LIMITS = {("kato2024", "group_privacy_figure"), ("balle2020", "shuffling_figure"), ("balle2020", "table1_figure")}
+NO_LIMITS = {("kato2024", "group_privacy"), ("balle2020", "shuffling"), ("balle2020", "table1")}
 #: paper -> the limits of its paper-level settings (allocations)
 PAPER_LIMITS = {"lowy2023": _lowy_paper}
 
@@ -721,7 +723,7 @@ def check(cfg, scale: dict) -> str | None:
             PAPER_LIMITS[paper](v)
             runs.append(v)
         for figure in sorted(cfg.papers[paper]["figures"]):
-            limits = FIGURE_LIMITS.get((paper, FIGURES[(paper, figure)].schema))
+            limits = FIGURE_LIMITS.get((paper, FIGURES[(paper, figure)].family.name))
             if limits is None:
                 continue
             for mode in _modes(cfg.figure(paper, figure)):

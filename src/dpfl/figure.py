@@ -1,5 +1,6 @@
-"""What a paper package declares in its `__init__` (`PAPER = PaperDef(...)`): its figures (`FigureDef`), the layout
-contract of an experiment figure family (`FigureLayout`), the ways it arranges a dataset into silos and users
+"""What a paper package declares in its `__init__` (`PAPER = PaperDef(...)`): its figures (`FigureDef`), each of a
+family (`FigureFamily`: the code and schema its figures share), the layout contract of an experiment family
+(`FigureLayout`), the ways it arranges a dataset into silos and users
 (`AllocationKind`), its methods module and the schema fragments generated from its registries. Functions
 and classes are named as "module:name" strings so that reading the declarations imports no numerics (the Snakefile
 reads them when it builds the DAG) and so that the code files each stage depends on can be found (dpfl.codedeps)."""
@@ -100,29 +101,81 @@ class FigureLayout(ABC):
 
 
 @dataclass(frozen=True)
-class FigureDef:
-    """How a figure is made (docs/architecture.md, stages).
+class FigureFamily:
+    """A family of figures: the code every figure of it runs (docs/architecture.md, stages) and the `$defs` entry its
+    params follow. A new figure of an existing family is a `FigureDef(family=...)` and its YAML entry.
 
-    Analytic figures: `table(params, log)` returns the tidy table.
-    Experiment figures: `layout` names a `FigureLayout` subclass ("module:Class", import-light) that says which cells
-    the figure has; `cell(job, inputs, log)` computes one cell's table; `table(params, tables, log)` aggregates the
-    cell tables into the figure's tidy table.
+    Analytic families: `table(params, log)` returns the tidy table.
+    Experiment families: `layout` names a `FigureLayout` subclass ("module:Class", import-light) that says which cells
+    a figure has; `cell(job, inputs, log)` computes one cell's table; `table(params, tables, log)` aggregates the
+    cell tables into the figure's tidy table; `settings` names the frozen type the cell reads its params into, once,
+    at its start (`Class.from_params(params)`), so that nothing below that boundary reads a settings dict.
+
+    `name` is the family's name within its paper: the key of the scale files' `families:` reductions (one reduction
+    serves every figure of the family, a new one included), of the configuration limits (dpfl.config_limits) and of
+    the figure's family in the report.
     """
 
-    table: str  # "module:function" returning the tidy DataFrame (the figure's numbers)
-    plot: str  # "module:function"(df, spec, meta) -> matplotlib figure
-    schema: str  # the `$defs` entry of workflow/schemas/papers/<paper>.schema.yaml that validates its YAML entry
+    name: str
+    # table, plot, schema: None where each figure names its own (kato2024's protocol figures: plot and schema)
+    table: str | None  # "module:function" returning the tidy DataFrame (the figure's numbers)
+    plot: str | None  # "module:function"(df, spec, meta) -> matplotlib figure
+    schema: str | None  # the `$defs` entry of workflow/schemas/papers/<paper>.schema.yaml validating a figure's entry
     kind: str = "analytic"  # analytic (closed form, no data) | experiment (trained on datasets)
-    has_compat: bool = False  # whether `compat: authors-code` changes this figure
+    has_compat: bool = False  # whether `compat: authors-code` changes its figures
     markdown: str | None = None  # "module:function"(df, spec) -> Markdown tables shown with the figure
-    layout: str | None = None  # experiment figures: "module:Class" of its FigureLayout
-    cell: str | None = None  # experiment figures: "module:function" computing one cell
+    layout: str | None = None  # experiment families: "module:Class" of its FigureLayout
+    cell: str | None = None  # experiment families: "module:function" computing one cell
+    settings: str | None = None  # experiment families: "module:Class" of the cell's frozen settings (from_params)
 
     def __post_init__(self):
         if (self.kind == "experiment") != (self.layout is not None) or (self.layout is None) != (self.cell is None):
-            raise ValueError(f"FigureDef(table={self.table!r}): an experiment figure has a layout and a cell, an "
-                             f"analytic figure neither (kind {self.kind!r}, layout {self.layout!r}, "
-                             f"cell {self.cell!r})")
+            raise ValueError(f"FigureFamily {self.name!r}: an experiment family has a layout and a cell, an analytic "
+                             f"family neither (kind {self.kind!r}, layout {self.layout!r}, cell {self.cell!r})")
+        if self.settings is not None and self.kind != "experiment":
+            raise ValueError(f"FigureFamily {self.name!r}: only an experiment family's cells read settings")
+
+
+@dataclass(frozen=True)
+class FigureDef:
+    """One figure: its family, and what it draws differently from the family's other figures (its own table,
+    plot, Markdown or `$defs` entry; None: the family's). The family's other fields read through (fdef.cell is
+    fdef.family.cell)."""
+
+    family: FigureFamily
+    table: str | None = None
+    plot: str | None = None
+    markdown: str | None = None
+    schema: str | None = None
+
+    def __post_init__(self):
+        for name in ("table", "plot", "markdown", "schema"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, getattr(self.family, name))
+        missing = [name for name in ("table", "plot", "schema") if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"a figure of family {self.family.name!r} names no {', '.join(missing)}, and neither does "
+                             "its family")
+
+    @property
+    def kind(self) -> str:
+        return self.family.kind
+
+    @property
+    def has_compat(self) -> bool:
+        return self.family.has_compat
+
+    @property
+    def layout(self) -> str | None:
+        return self.family.layout
+
+    @property
+    def cell(self) -> str | None:
+        return self.family.cell
+
+    @property
+    def settings(self) -> str | None:
+        return self.family.settings
 
 
 @dataclass(frozen=True)
@@ -140,7 +193,8 @@ class AllocationKind:
 @dataclass(frozen=True)
 class PaperDef:
     """Everything a paper registers. Adding a figure of an existing family is one `figures` entry (+ its YAML);
-    the paper's schema lists no figure ids (dpfl.config generates them from `figures`)."""
+    the paper's schema lists no figure ids (dpfl.config generates them from `figures`). `families` are its figures'
+    families, each once (`families()`)."""
 
     figures: dict[str, FigureDef]
     allocation_kinds: dict[str, AllocationKind] = field(default_factory=dict)
@@ -148,3 +202,11 @@ class PaperDef:
     # "module:function"() -> {name: JSON schema}: schemas generated from the paper's registries (e.g. kato2024's
     # method ids), which its schema file `$ref`s as "urn:dpfl:<paper>:<name>"
     schema_fragments: str | None = None
+
+    def families(self) -> dict[str, FigureFamily]:
+        """{name: family} of the paper's figures, in figure order; two families of one name are an error."""
+        out: dict[str, FigureFamily] = {}
+        for fig, fdef in self.figures.items():
+            if out.setdefault(fdef.family.name, fdef.family) is not fdef.family:
+                raise ValueError(f"figure {fig}: a second figure family named {fdef.family.name!r}")
+        return out

@@ -6,8 +6,13 @@ import os
 import platform
 from importlib import metadata
 
-VERSIONED_PACKAGES = ["dpfl", "numpy", "scipy", "pandas", "torch", "matplotlib", "dp-accounting", "snakemake",
-                      "jsonschema"]
+#: the distributions whose version a figure's sidecar records: every one the figures' stages import that can change
+#: a number or a picture (tests/test_packaging.py checks that none is missing), h5py, which decodes the federated
+#: datasets' files, and the workflow's own tools
+VERSIONED_PACKAGES = ["dpfl", "numpy", "scipy", "pandas", "torch", "matplotlib", "dp-accounting", "opacus",
+                      "scikit-learn", "phe", "gmpy2", "cryptography", "h5py", "snakemake", "jsonschema"]
+#: distributions the figures' stages import that change no number, and why
+UNVERSIONED = {"threadpoolctl": "only caps the threads of the BLAS library (lowy2023's cells), not what it computes"}
 
 
 def versions() -> dict:

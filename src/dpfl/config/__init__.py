@@ -426,8 +426,8 @@ def _coerce_cli(overrides: dict, schema: dict) -> dict:
 def _scale_overlay(paper: str, part: dict, data: dict, schema_path: Path, scale_file: Path) -> dict:
     """A paper's part of a scale file as one overlay of the paper file, each piece checked against the paper's schema.
 
-    Per figure, later wins: `all_figures` (every figure), `families.<family>` (every figure whose params the
-    `$defs` entry <family> validates, i.e. FigureDef.schema: one reduction serves a new figure of that family) with
+    Per figure, later wins: `all_figures` (every figure), `families.<family>` (every figure of the
+    dpfl.figure.FigureFamily named <family>: one reduction serves a new figure of that family) with
     its `datasets.<dataset>` refinement (figures whose params name that dataset), then `figures.<figure>`. A family
     reduction never adds a block (a mapping: one method family's hyper-parameters, one grid) that a figure lacks, so
     that one reduction can name every block of the family; its other settings apply to every figure of the family.
@@ -435,13 +435,14 @@ def _scale_overlay(paper: str, part: dict, data: dict, schema_path: Path, scale_
     part = copy.deepcopy(part)
     common, families = part.pop("all_figures", None), part.pop("families", None) or {}
     where = f"{short_path(scale_file)} (papers.{paper}"
-    figure_schemas = {fig: FIGURES[(paper, fig)].schema for fig in data.get("figures", {}) if (paper, fig) in FIGURES}
-    unknown = sorted(set(families) - set(figure_schemas.values()))
+    figure_families = {fig: FIGURES[(paper, fig)].family.name for fig in data.get("figures", {})
+                       if (paper, fig) in FIGURES}
+    unknown = sorted(set(families) - set(figure_families.values()))
     if unknown:
         raise ConfigError(f"invalid configuration in {where}.families):\n  - unknown figure family {unknown}; this "
-                          f"paper's families (FigureDef.schema): {', '.join(sorted(set(figure_schemas.values())))}")
+                          f"paper's families (FigureFamily.name): {', '.join(sorted(set(figure_families.values())))}")
     for family, entry in families.items():
-        named = {data["figures"][f].get("params", {}).get("dataset") for f, s in figure_schemas.items() if s == family}
+        named = {data["figures"][f].get("params", {}).get("dataset") for f, s in figure_families.items() if s == family}
         stray = sorted(set(entry.get("datasets", {})) - named)
         if stray:
             raise ConfigError(f"invalid configuration in {where}.families.{family}.datasets):\n  - no figure of this "
@@ -452,10 +453,10 @@ def _scale_overlay(paper: str, part: dict, data: dict, schema_path: Path, scale_
     if not common and not families:
         return part
     if common:
-        _validate_overlay({"figures": {f: common for f in figure_schemas}}, schema_path, f"{where}.all_figures)")
+        _validate_overlay({"figures": {f: common for f in figure_families}}, schema_path, f"{where}.all_figures)")
     figures = part.get("figures", {})
     out = {}
-    for fig, family in figure_schemas.items():
+    for fig, family in figure_families.items():
         entry = families.get(family, {})
         params = data["figures"][fig].get("params", {})
         reduction = deep_merge(entry.get("params", {}),

@@ -21,6 +21,7 @@ def _collect() -> dict[str, PaperDef]:
         pdef = importlib.import_module(f"dpfl.papers.{paper}").PAPER
         if not isinstance(pdef, PaperDef):
             raise TypeError(f"dpfl.papers.{paper}.PAPER is not a dpfl.figure.PaperDef")
+        pdef.families()  # its figures' families have distinct names (the scale files' `families:` keys)
         out[paper] = pdef
     return out
 

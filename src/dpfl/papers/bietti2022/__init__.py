@@ -8,19 +8,20 @@ and federated tasks contribute to a run), `models` (the model strategies: linear
 every seed), `table` (best over η per evaluation point) and `plot`.
 """
 
-from dpfl.figure import FigureDef, PaperDef
+from dpfl.figure import FigureDef, FigureFamily, PaperDef
 
 # `compat: authors-code` (spec §8, B1-B5): params.implementation in each figure's authors_code block
-
-#: one family of grids of PP-SGD runs; Fig 1 draws curves over rounds, Fig 2 the privacy-utility envelope
-GRIDS = dict(kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout:GridLayout",
-             cell="dpfl.papers.bietti2022.cell:run_cell", schema="training_figure")
+#: one family of grids of PP-SGD runs; Fig 1 draws curves over rounds (the family's table and plot), Fig 2 the
+#: privacy-utility envelope
+GRIDS = FigureFamily(name="grids", table="dpfl.papers.bietti2022.table:fig1", plot="dpfl.papers.bietti2022.plot:fig1",
+                     kind="experiment", has_compat=True, layout="dpfl.papers.bietti2022.layout:GridLayout",
+                     cell="dpfl.papers.bietti2022.cell:run_cell",
+                     settings="dpfl.papers.bietti2022.settings:GridSettings", schema="training_figure")
 
 PAPER = PaperDef(
     figures={
-        **{fig: FigureDef(table="dpfl.papers.bietti2022.table:fig1", plot="dpfl.papers.bietti2022.plot:fig1", **GRIDS)
-           for fig in ("fig1a", "fig1b", "fig1c", "fig1d")},
-        "fig2": FigureDef(table="dpfl.papers.bietti2022.table:fig2", plot="dpfl.papers.bietti2022.plot:fig2", **GRIDS),
+        **{fig: FigureDef(GRIDS) for fig in ("fig1a", "fig1b", "fig1c", "fig1d")},
+        "fig2": FigureDef(GRIDS, table="dpfl.papers.bietti2022.table:fig2", plot="dpfl.papers.bietti2022.plot:fig2"),
     },
     methods="dpfl.papers.bietti2022.methods",
 )

@@ -9,31 +9,35 @@ top: `methods` (the ten methods, their accounting, the schema fragments generate
 metric, a seed's records), `streams` (every cell's random streams) and `federation` ((run, silo, user) pairs).
 """
 
-from dpfl.figure import AllocationKind, FigureDef, PaperDef
+from dpfl.figure import AllocationKind, FigureDef, FigureFamily, PaperDef
 
+#: Fig 2: the group-privacy conversion of ULDP-GROUP's record-level ε (closed form)
+GROUP_PRIVACY = FigureFamily(name="group_privacy", table="dpfl.papers.kato2024.group_privacy.table:fig2",
+                             plot="dpfl.papers.kato2024.group_privacy.plot:fig2", has_compat=True,
+                             schema="group_privacy_figure")
 #: Figs 4-10: one panel per cell (its methods one after another), on the panel's allocation, every seed batched
-TRAINING = dict(table="dpfl.papers.kato2024.training.table:curves", plot="dpfl.papers.kato2024.training.plot:curves",
-                kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.training.layout:TrainingLayout",
-                cell="dpfl.papers.kato2024.training.cell:run_cell", schema="training_figure")
-#: Figs 11-12: the private weighting protocol's phase times (spec §6-§7)
-PROTOCOL = dict(table="dpfl.papers.kato2024.protocol.table:table",
-                markdown="dpfl.papers.kato2024.protocol.plot:phase_markdown",
-                kind="experiment", has_compat=True, layout="dpfl.papers.kato2024.protocol.layout:ProtocolLayout",
-                cell="dpfl.papers.kato2024.protocol.cell:run_cell")
+TRAINING = FigureFamily(name="training", table="dpfl.papers.kato2024.training.table:curves",
+                        plot="dpfl.papers.kato2024.training.plot:curves", kind="experiment", has_compat=True,
+                        layout="dpfl.papers.kato2024.training.layout:TrainingLayout",
+                        cell="dpfl.papers.kato2024.training.cell:run_cell", schema="training_figure")
+#: Figs 11-12: the private weighting protocol's phase times (spec §6-§7); each figure has its own plot and schema
+PROTOCOL = FigureFamily(name="protocol", table="dpfl.papers.kato2024.protocol.table:table", plot=None,
+                        markdown="dpfl.papers.kato2024.protocol.plot:phase_markdown", kind="experiment",
+                        has_compat=True, layout="dpfl.papers.kato2024.protocol.layout:ProtocolLayout",
+                        cell="dpfl.papers.kato2024.protocol.cell:run_cell", schema=None)
+#: Fig 13: the records per user and silo of an allocation (sanity check S-K13)
+RECORDS = FigureFamily(name="records", table="dpfl.papers.kato2024.records.table:table",
+                       plot="dpfl.papers.kato2024.records.plot:bars", kind="experiment",
+                       layout="dpfl.papers.kato2024.records.layout:RecordsLayout",
+                       cell="dpfl.papers.kato2024.records.cell:run_cell", schema="allocation_figure")
 
 PAPER = PaperDef(
     figures={
-        "fig2": FigureDef(table="dpfl.papers.kato2024.group_privacy.table:fig2",
-                          plot="dpfl.papers.kato2024.group_privacy.plot:fig2", has_compat=True,
-                          schema="group_privacy_figure"),
-        **{fig: FigureDef(**TRAINING) for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10a", "fig10b")},
-        "fig11": FigureDef(plot="dpfl.papers.kato2024.protocol.plot:fig11", schema="protocol_fig11", **PROTOCOL),
-        "fig12": FigureDef(plot="dpfl.papers.kato2024.protocol.plot:fig12", schema="protocol_fig12", **PROTOCOL),
-        # the records per user and silo of an allocation (sanity check S-K13)
-        "fig13": FigureDef(table="dpfl.papers.kato2024.records.table:table",
-                           plot="dpfl.papers.kato2024.records.plot:bars", kind="experiment",
-                           layout="dpfl.papers.kato2024.records.layout:RecordsLayout",
-                           cell="dpfl.papers.kato2024.records.cell:run_cell", schema="allocation_figure"),
+        "fig2": FigureDef(GROUP_PRIVACY),
+        **{fig: FigureDef(TRAINING) for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10a", "fig10b")},
+        "fig11": FigureDef(PROTOCOL, plot="dpfl.papers.kato2024.protocol.plot:fig11", schema="protocol_fig11"),
+        "fig12": FigureDef(PROTOCOL, plot="dpfl.papers.kato2024.protocol.plot:fig12", schema="protocol_fig12"),
+        "fig13": FigureDef(RECORDS),
     },
     allocation_kinds={
         # §1.1-1.2 + §2.1: the seed's split, then users and silos for every training record

@@ -5,16 +5,17 @@ Modules: `methods` (the four methods: update, draws, accounting), `isrl` (their 
 tuning over the grid for every trial), `table` (the figure table), `plot` (drawing).
 """
 
-from dpfl.figure import AllocationKind, FigureDef, PaperDef
+from dpfl.figure import AllocationKind, FigureDef, FigureFamily, PaperDef
 
 #: Figs 4-9: one family (tuning every method's step size on each panel, every trial)
-TRAINING = FigureDef(table="dpfl.papers.lowy2023.table:aggregate", plot="dpfl.papers.lowy2023.plot:figure",
-                     markdown="dpfl.papers.lowy2023.plot:diagnostics_markdown", kind="experiment", has_compat=True,
-                     layout="dpfl.papers.lowy2023.layout:LowyLayout", cell="dpfl.papers.lowy2023.cell:run_cell",
-                     schema="figure")
+TRAINING = FigureFamily(name="training", table="dpfl.papers.lowy2023.table:aggregate",
+                        plot="dpfl.papers.lowy2023.plot:figure",
+                        markdown="dpfl.papers.lowy2023.plot:diagnostics_markdown",
+                        kind="experiment", has_compat=True, layout="dpfl.papers.lowy2023.layout:LowyLayout",
+                        cell="dpfl.papers.lowy2023.cell:run_cell", schema="figure")
 
 PAPER = PaperDef(
-    figures={fig: TRAINING for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9")},
+    figures={fig: FigureDef(TRAINING) for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9")},
     allocation_kinds={
         "even_odd_pairs": AllocationKind(function="dpfl.papers.lowy2023.split:even_odd_pairs", datasets=("mnist",)),
     },
