@@ -189,7 +189,7 @@ class Variant:
         if self.figure is not None and self.mode != "none" and path[:3] == ("figures", self.figure, "params"):
             rest = path[3:]
             code = self.spec.get("authors_code", {})
-            if self.mode == "authors-code":
+            if self.mode == paths.AUTHORS_CODE:
                 if _set(code.get("params", {}), rest):
                     return self._file_of(("figures", self.figure, "authors_code", "params", *rest))
             else:
@@ -707,7 +707,7 @@ def _modes(spec: dict) -> list[str]:
     """Every variant a figure defines: the paper's, authors-code (where it has params) and each ablation."""
     modes = ["none"]
     if (spec.get("authors_code") or {}).get("params"):
-        modes.append("authors-code")
+        modes.append(paths.AUTHORS_CODE)
     return modes + [paths.ablation_mode(name) for name in spec.get("ablations") or {}]
 
 

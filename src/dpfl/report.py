@@ -52,8 +52,8 @@ class _ModeLabels(dict):
         return f"one-switch ablation {paths.ablation_name(mode) or mode} (the paper's algorithm, one item switched)"
 
 
-MODE_LABEL = _ModeLabels({"none": "paper's algorithm (compat: none)",
-                          "authors-code": "authors' code (compat: authors-code)"})
+MODE_LABEL = _ModeLabels({paths.PAPER_MODE: "paper's algorithm (compat: none)",
+                          paths.AUTHORS_CODE: "authors' code (compat: authors-code)"})
 MIME = {".png": "image/png", ".pdf": "application/pdf", ".csv": "text/csv"}
 
 
@@ -234,11 +234,12 @@ def collect(figures: list[dict], root: Path, settings: dict | None = None) -> li
     record = for_report(root)  # the committed paper-scale record (docs/reproduction/), shown beside each figure
     entries = []
     for f in figures:
-        d = root / f["dir"]
+        d, made = root / f["dir"], paths.files_in(f["dir"], f["figure"])
         log_dir = root / paths.figure_logs(f["paper"], f["figure"], f["mode"])
-        files = {ext: d / f"{f['figure']}.{ext}" for ext in ("png", "pdf", "csv", "json", "md")}
+        files = {ext: root / path for ext, path in (("png", made.png), ("pdf", made.pdf), ("csv", made.table),
+                                                     ("json", made.sidecar), ("md", made.markdown))}
         built = all(p.exists() for p in files.values())
-        state, problem, claims_file = claims_problem(d / "claims.json", {f["figure"]: files["csv"]},
+        state, problem, claims_file = claims_problem(root / made.claims, {f["figure"]: files["csv"]},
                                                      f.get("claims_hash"), log_dir / "claims.log", root)
         if not built:
             missing = ", ".join(p.name for p in files.values() if not p.exists())

@@ -52,6 +52,7 @@ REPORT_STANDALONE_HTML = os.path.join(os.path.dirname(REPORT_HTML), "report-stan
 # "authors-code/", or "ablations/<name>/" for a one-switch ablation (dpfl.paths.mode_subdir).
 VARIANT_PATTERN = "(" + "|".join(re.escape(s) for s in paths.MODE_SUBDIR.values()) + "|ablations/[a-z][a-z0-9_]*/)"
 FIGURE_DIR = f"{paths.figure_dir('{paper}', '{figure}')}{{variant}}"
+FIGURE_FILES = paths.files_in(FIGURE_DIR, "{figure}")  # the figure directory's files, as wildcard patterns
 FIGURE_LOGS = f"{paths.figure_logs('{paper}', '{figure}')}{{variant}}"
 
 
@@ -61,10 +62,7 @@ FIGURE_LOGS = f"{paths.figure_logs('{paper}', '{figure}')}{{variant}}"
 def variant_mode(wildcards):
     """The mode of the variant a job builds, from its folder (the inverse of dpfl.paths.mode_subdir): "none",
     "authors-code" or "ablation-<name>"."""
-    for mode, subdir in paths.MODE_SUBDIR.items():
-        if wildcards.variant == subdir:
-            return mode
-    return paths.ablation_mode(wildcards.variant.removeprefix("ablations/").removesuffix("/"))
+    return paths.subdir_mode(wildcards.variant)
 
 
 def figure_def(wildcards):
@@ -81,10 +79,10 @@ def modes_for(paper, figure):
     documented difference). Figures without an authors-code difference have one mode."""
     if not FIGURES[(paper, figure)].has_compat:
         return ["none"]
-    if CFG.mode(paper) == "authors-code":
-        return ["authors-code"]
+    if CFG.mode(paper) == paths.AUTHORS_CODE:
+        return [paths.AUTHORS_CODE]
     wanted = CFG.globals["compat_variants"] or CFG.figure(paper, figure).get("authors_code", {}).get("build_by_default")
-    return (["none", "authors-code"] if wanted else ["none"]) + ablation_modes(paper, figure)
+    return (list(paths.MODES) if wanted else [paths.PAPER_MODE]) + ablation_modes(paper, figure)
 
 
 def ablation_modes(paper, figure):
@@ -95,8 +93,7 @@ def ablation_modes(paper, figure):
 
 
 def figure_outputs(paper, figure, mode):
-    d = paths.figure_dir(paper, figure, mode)
-    return [f"{d}{figure}.png", f"{d}{figure}.pdf", f"{d}{figure}.json", f"{d}{figure}.md", f"{d}claims.json"]
+    return paths.figure_files(paper, figure, mode).built()
 
 
 def selected_variants():
@@ -109,7 +106,10 @@ def all_figure_outputs():
 
 def compat_figure_outputs():
     return [
-        path for p, f in CFG.selected() if FIGURES[(p, f)].has_compat for path in figure_outputs(p, f, "authors-code")
+        path
+        for p, f in CFG.selected()
+        if FIGURES[(p, f)].has_compat
+        for path in figure_outputs(p, f, paths.AUTHORS_CODE)
     ]
 
 
@@ -382,7 +382,7 @@ def other_mode_claims(paper, figures, mode, claim_id=None):
     built = [set(modes_for(paper, f)) for f in figures]
     others = [m for m in modes_for(paper, figures[0]) if m != "none" and all(m in b for b in built)]
     if claim_id is None:
-        return [paths.figure_dir(paper, figures[0], m) + "claims.json" for m in others]
+        return [paths.figure_files(paper, figures[0], m).claims for m in others]
     return [paper_claims_json(paper, claim_id, m) for m in others]
 
 
@@ -470,7 +470,7 @@ def report_paper_claims():
             "mode": m,
             "figures": CFG.built_figures(p, c),
             "path": paper_claims_json(p, c["id"], m),
-            "tables": {f: paths.figure_dir(p, f, figure_mode(p, f, m)) + f"{f}.csv" for f in CFG.built_figures(p, c)},
+            "tables": {f: paths.figure_files(p, f, figure_mode(p, f, m)).table for f in CFG.built_figures(p, c)},
             "claims_hash": config_hash(c),
         }
         for p, c, m in selected_paper_claims()

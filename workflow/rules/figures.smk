@@ -55,8 +55,8 @@ rule figure_cell:
         allocations=lambda w: [allocation_npz(a) for a in cell_needs(w)[1]],
         code=lambda w: stage_code(w, "cell"),
     output:
-        table=f"{FIGURE_DIR}cells/{{cell}}.parquet",
-        timing=paths.cell_timing(f"{FIGURE_DIR}cells/{{cell}}.parquet"),
+        table=f"{FIGURE_FILES.cells}{{cell}}.parquet",
+        timing=paths.cell_timing(f"{FIGURE_FILES.cells}{{cell}}.parquet"),
     log:
         f"{FIGURE_LOGS}cells/{{cell}}.log",
     benchmark:
@@ -85,8 +85,8 @@ rule figure_table:
         prepared=table_prepared_inputs,
         code=lambda w: stage_code(w, "table"),
     output:
-        csv=f"{FIGURE_DIR}{{figure}}.csv",
-        meta=f"{FIGURE_DIR}{{figure}}.meta.json",
+        csv=FIGURE_FILES.table,
+        meta=FIGURE_FILES.meta,
     log:
         f"{FIGURE_LOGS}table.log",
     benchmark:
@@ -108,20 +108,20 @@ rule figure_table:
 rule figure_plot:
     """A figure's PNG and PDF, its sidecar (settings, provenance, data sources) and its Markdown table."""
     input:
-        csv=f"{FIGURE_DIR}{{figure}}.csv",
-        meta=f"{FIGURE_DIR}{{figure}}.meta.json",
+        csv=FIGURE_FILES.table,
+        meta=FIGURE_FILES.meta,
         code=lambda w: stage_code(w, "plot"),
     output:
         png=report(
-            f"{FIGURE_DIR}{{figure}}.png",
+            FIGURE_FILES.png,
             caption="../report/figure.rst",
             category="{paper}",
             subcategory="{figure}",
             labels=report_labels,
         ),
-        pdf=f"{FIGURE_DIR}{{figure}}.pdf",
-        sidecar=f"{FIGURE_DIR}{{figure}}.json",
-        md=f"{FIGURE_DIR}{{figure}}.md",
+        pdf=FIGURE_FILES.pdf,
+        sidecar=FIGURE_FILES.sidecar,
+        md=FIGURE_FILES.markdown,
     log:
         f"{FIGURE_LOGS}plot.log",
     benchmark:
@@ -141,12 +141,12 @@ rule figure_plot:
 rule figure_claims:
     """A figure's claims checked on its table (and, in the default mode, beside its other variants' verdicts)."""
     input:
-        csv=f"{FIGURE_DIR}{{figure}}.csv",
-        sidecar=f"{FIGURE_DIR}{{figure}}.json",
+        csv=FIGURE_FILES.table,
+        sidecar=FIGURE_FILES.sidecar,
         other=figure_other_claims,
         code=lambda w: stage_code(w, "claims"),
     output:
-        claims=f"{FIGURE_DIR}claims.json",
+        claims=FIGURE_FILES.claims,
     log:
         f"{FIGURE_LOGS}claims.log",
     benchmark:

@@ -357,7 +357,7 @@ def variant_overlay(spec: dict, mode: str, where: str = "") -> dict:
     if mode == "none":
         return {}
     code = spec.get("authors_code", {})
-    if mode == "authors-code":
+    if mode == paths.AUTHORS_CODE:
         return code.get("params", {})
     name = paths.ablation_name(mode)
     if name is None or name not in (spec.get("ablations") or {}):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import importlib
 
 from dpfl.figure import AllocationKind, FigureDef, PaperDef
+from dpfl.paths import MODES  # noqa: F401  (the two modes, spelled in dpfl.paths; imported from here by callers)
 
 PAPERS = ("asoodeh2021", "balle2020", "bietti2022", "kato2024", "lowy2023")
-MODES = ("none", "authors-code")
 
 
 def _collect() -> dict[str, PaperDef]:

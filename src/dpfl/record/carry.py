@@ -35,7 +35,7 @@ import pandas as pd
 from dpfl import jobs, paths
 from dpfl.papers import FIGURES
 from dpfl.record.entries import (
-    RecordError, _code_hash, _figure_rel, _meta, _read_json, build_checkout, checkout_state, code_files, entry_name,
+    RecordError, _code_hash, _meta, _read_json, build_checkout, checkout_state, code_files, entry_name,
     outdated, stale_entries)
 
 # {package of a figure's cell: the columns of its tables that hold measured wall-clock time (or, for the protocol's
@@ -66,14 +66,15 @@ def _same_frame(a: pd.DataFrame, b: pd.DataFrame, drop: tuple[str, ...]) -> bool
 def compare(baseline: Path, new: Path, paper: str, figure: str, mode: str, cfg) -> tuple[dict, list[str]]:
     """Compare one figure in one mode between two quick-scale results directories: ({what: [identical, total]},
     one line per difference). `cfg`: the quick-scale configuration (which cells the figure reads)."""
-    rel = _figure_rel(paper, figure, mode)
+    made = paths.figure_files(paper, figure, mode)
     drop = measured_columns(paper, figure)
     counts = {"figure table": [0, 0], "claims": [0, 0], "cell tables": [0, 0]}
     diffs = []
 
-    def one(kind: str, name: str, same) -> None:
+    def one(kind: str, path: str, same) -> None:
         counts[kind][1] += 1
-        a, b = baseline / name, new / name
+        name = Path(path).relative_to("results")  # as the difference names it
+        a, b = paths.under(baseline, path), paths.under(new, path)
         for path, which in ((a, "baseline"), (b, "new")):
             if not path.is_file():
                 diffs.append(f"{name}: missing in the {which} build")
@@ -83,15 +84,14 @@ def compare(baseline: Path, new: Path, paper: str, figure: str, mode: str, cfg) 
         else:
             diffs.append(f"{name}: differs")
 
-    csv = rel / f"{figure}.csv"
     if drop:
-        one("figure table", csv, lambda a, b: _same_frame(pd.read_csv(a), pd.read_csv(b), drop))
+        one("figure table", made.table, lambda a, b: _same_frame(pd.read_csv(a), pd.read_csv(b), drop))
     else:
-        one("figure table", csv, lambda a, b: _digest(a) == _digest(b))
-        one("claims", rel / "claims.json", lambda a, b: _digest(a) == _digest(b))
+        one("figure table", made.table, lambda a, b: _digest(a) == _digest(b))
+        one("claims", made.claims, lambda a, b: _digest(a) == _digest(b))
     for source, cell, _runs in jobs.cell_sources(cfg, paper, figure, mode):
-        table = Path(paths.cell_table(paper, source, cell, mode)).relative_to("results")
-        one("cell tables", table, lambda a, b: _same_frame(pd.read_parquet(a), pd.read_parquet(b), drop))
+        one("cell tables", paths.cell_table(paper, source, cell, mode),
+            lambda a, b: _same_frame(pd.read_parquet(a), pd.read_parquet(b), drop))
     return {k: v for k, v in counts.items() if v[1]}, diffs
 
 

@@ -109,8 +109,7 @@ def shared_seconds(root: Path, results: Path, paper: str, figure: str, mode: str
     for source, cell, runs in sources:
         if source == figure:
             continue
-        rel = Path(paths.cell_timing(paths.cell_table(paper, source, cell, mode))).relative_to("results")
-        timing = _read_json(results / rel) or {}
+        timing = _read_json(paths.under(results, paths.cell_timing(paths.cell_table(paper, source, cell, mode)))) or {}
         per_run = timing.get("runs", {})
         if runs is not None and all(r in per_run for r in runs):
             total += sum(per_run[r]["seconds_per_round"] * per_run[r]["rounds"] for r in runs)
@@ -214,14 +213,15 @@ def _not_built_why(root: Path, paper: str, figure: str, why: dict, configs: dict
     return "; ".join(parts)
 
 
-def _figure_rel(paper: str, figure: str, mode: str) -> Path:
-    """A figure's directory relative to a results tree (paths.figure_dir, which is spelled from results/)."""
-    return Path(paths.figure_dir(paper, figure, mode)).relative_to("results")
+def _files(results: Path, paper: str, figure: str, mode: str) -> dict[str, Path]:
+    """A figure's files (dpfl.paths.FigureFiles, spelled from results/) inside the results directory `results`."""
+    made = paths.figure_files(paper, figure, mode)
+    return {name: paths.under(results, getattr(made, name)) for name in ("dir", "table", "meta", "png", "claims")}
 
 
 def _meta(results: Path, paper: str, figure: str, mode: str) -> dict | None:
     """A built figure's meta (its table stage's), None when the figure is not built in `results`."""
-    return _read_json(results / _figure_rel(paper, figure, mode) / f"{figure}.meta.json")
+    return _read_json(_files(results, paper, figure, mode)["meta"])
 
 
 def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: str, mode: str, out: Path,
@@ -229,7 +229,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
            left_out: bool = False) -> dict | None:
     """One figure in one mode: None when the mode does not exist for the figure and was not built."""
     fdef = FIGURES[(paper, figure)]
-    rel = _figure_rel(paper, figure, mode)
+    built = _files(results, paper, figure, mode)
     meta = _meta(results, paper, figure, mode)
     if mode != "none" and (not fdef.has_compat or meta is None):
         return None
@@ -246,12 +246,12 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
                 "why": portable("; ".join(d.get("fallback_reasons") or []) or d.get("source", ""))}
                for d in meta.get("datasets", []) if d.get("standin")]
     image = None
-    png = results / rel / f"{figure}.png"
+    png = built["png"]
     if png.exists():
         image = f"images/{paper}-{figure}{'' if mode == 'none' else '-' + mode}.png"
         (out / image).parent.mkdir(parents=True, exist_ok=True)
         (out / image).write_bytes(_image(png))
-    quick_claims = _claims(_read_json(quick / rel / "claims.json")) if quick else []
+    quick_claims = _claims(_read_json(_files(quick, paper, figure, mode)["claims"])) if quick else []
     variant_name = mode  # each mode is one variant today; an ablation's entry would name its own (variant())
     shared = shared_seconds(root, results, paper, figure, mode, meta["scale"], {} if configs is None else configs)
     return {
@@ -267,13 +267,13 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         "code_files": files,
         # the cells' wall-clock seconds (their timing sidecars, as the report sums them) and the table stage's, plus
         # those of the runs it reads from other figures' cells (e.g. bietti2022 Figs 1b-c: all of theirs are Fig 2's)
-        "seconds": round(cells_seconds(results / rel, meta.get("cells_read"))["seconds"]
+        "seconds": round(cells_seconds(built["dir"], meta.get("cells_read"))["seconds"]
                          + float(meta.get("compute_seconds", 0.0)) + shared, 1),
         "shared_seconds": round(shared, 1),
         "machine": {k: meta.get("device", {}).get(k) for k in ("platform", "cpu_count", "accelerator")},
         "versions": meta.get("versions", {}),
         "image": image,
-        "claims": _claims(_read_json(results / rel / "claims.json")),
+        "claims": _claims(_read_json(built["claims"])),
         "quick_verdicts": _quick_verdicts(quick_claims, mode, variant_name),
     }
 
@@ -376,9 +376,9 @@ def outdated(results: Path, paper: str, figure: str, mode: str, checkout: Path) 
     cell and table stages' code, the image against the plot's, claims.json against the claims'. Recording such a
     figure would stamp a build of older code with the checkout's current commit and code hashes."""
     fdef = FIGURES[(paper, figure)]
-    d = results / _figure_rel(paper, figure, mode)
-    stages = {"table": (d / f"{figure}.meta.json", ("cell", "table") if fdef.kind == "experiment" else ("table",)),
-              "plot": (d / f"{figure}.png", ("plot",)), "claims": (d / "claims.json", ("claims",))}
+    made = _files(results, paper, figure, mode)
+    stages = {"table": (made["meta"], ("cell", "table") if fdef.kind == "experiment" else ("table",)),
+              "plot": (made["png"], ("plot",)), "claims": (made["claims"], ("claims",))}
     out = []
     for output, code_stages in stages.values():
         if not output.is_file():

@@ -233,7 +233,7 @@ def _claims_overview(record: dict, claims_pages: str = "../papers") -> list[str]
             ablations = "; ".join(f"{_evidence_links(paper, m, v)}: {_one_verdict(v)[1]}"
                                   for m, v in sorted(found.items()) if m.startswith(paths.ABLATION) and v) or "–"
             verdict, text = _one_verdict(found["none"])
-            _, authors = _one_verdict(found["authors-code"])
+            _, authors = _one_verdict(found[paths.AUTHORS_CODE])
             sources = {e["data_source"] for e in built if e["mode"] == "none"
                        and (e["figure"] in spec["figures"])}
             data = " / ".join(sorted(sources)) or "–"
@@ -262,7 +262,7 @@ def _claims_overview(record: dict, claims_pages: str = "../papers") -> list[str]
                            + f" (not built: {', '.join(not_built)})")
             link = f"[{spec['id']}]({claims_pages}/{paper}.md#{claim_pages.anchor(spec['id'])})"
             line = (f"| {link} | {_cell(words)} | {figures} | {_cell(data)} | **{text}** | "
-                    f"{_cell(authors if found['authors-code'] else '–')} | {_cell(ablations)} | {_cell(causes)} | "
+                    f"{_cell(authors if found[paths.AUTHORS_CODE] else '–')} | {_cell(ablations)} | {_cell(causes)} | "
                     f"{_cell(quick or '–')} |")
             if spec["sanity"]:
                 sanity_rows.append(f"| {paper} " + line)

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from dpfl import claims as claims_mod
-from dpfl import tidy
+from dpfl import paths, tidy
 from dpfl.data.common import sha256_file
 from dpfl.io import config_hash, get_logger, write_json
 
@@ -75,7 +75,7 @@ def _evaluate(df: pd.DataFrame, claims: list, sidecars: list[dict], context: dic
     x_name = context.get("x_name") or claims_mod.x_name_of(df)
     results = claims_mod.evaluate(df, claims, data_source, x_name)
     for r in results:
-        other_verdict = other.get("authors-code", {}).get(r["id"])
+        other_verdict = other.get(paths.AUTHORS_CODE, {}).get(r["id"])
         runs = {kind: {m: {"items": list(context.get(kind, {})[m]), "verdict": v[r["id"]]}
                        for m, v in other.items() if m in context.get(kind, {}) and r["id"] in v}
                 for kind in ("ablations", "evidence")}
@@ -84,7 +84,7 @@ def _evaluate(df: pd.DataFrame, claims: list, sidecars: list[dict], context: dic
             difference=r.get("note") or context.get("difference", ""), ablations=runs["ablations"],
             authors_items=context.get("authors_items", []), evidence=runs["evidence"])
         if other_verdict is not None:
-            r["other_mode"] = {"mode": "authors-code", "verdict": other_verdict}
+            r["other_mode"] = {"mode": paths.AUTHORS_CODE, "verdict": other_verdict}
         if runs["ablations"] or runs["evidence"]:  # the variants' verdicts: the evidence behind a cause
             r["ablations"] = {**runs["ablations"], **runs["evidence"]}
     return {"mode": mode, "data_source": data_source, "scale": scale, "reductions": reductions, "x_name": x_name,

@@ -15,6 +15,7 @@ import html
 import os
 from pathlib import Path
 
+from dpfl import paths
 from dpfl.io import atomic_path, get_logger
 from dpfl.report import render_reports
 
@@ -46,8 +47,7 @@ def report_inputs(figures: list[dict], paper_claims: list[dict] | None, root: Pa
     each claims file over several figures."""
     out = []
     for f in figures:
-        d = root / f["dir"]
-        out += [d / f"{f['figure']}.{ext}" for ext in ("png", "pdf", "json", "md", "csv")] + [d / "claims.json"]
+        out += [root / path for path in paths.files_in(f["dir"], f["figure"]).report_reads()]
     return out + [root / p["path"] for p in paper_claims or []]
 
 
