@@ -643,7 +643,7 @@ def test_a_figure_registered_after_its_paper_was_recorded_is_listed_not_an_error
     record.build(root, results, None, ["balle2020"], "python -m dpfl record")
     added = ("balle2020", "fig2-copy")
     monkeypatch.setitem(papers.FIGURES, added, papers.FIGURES[("balle2020", "fig2")])
-    monkeypatch.setattr(record.entries, "FIGURES", papers.FIGURES)
+    monkeypatch.setattr(record.state, "FIGURES", papers.FIGURES)
     assert record.not_recorded(root) == [added] and record.check(root) == []
     assert added not in {k[:2] for k in record.for_report(root)}
     monkeypatch.setattr(cli, "_project_root", lambda: root)

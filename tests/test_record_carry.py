@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from dpfl import cli, config, jobs, paths, record
+from dpfl.papers import FIGURES
 from dpfl.record import carry
 from test_record import ROOT, _commit, project  # noqa: F401  (the fixture)
 
@@ -32,7 +33,7 @@ def _quick_build(clone: Path, root: Path, rows: dict[str, list[float]] | None = 
     """Fake quick-scale outputs of balle2020's figures in clone/results (settings hash of the quick configuration),
     committed; `rows`: a figure's table values (default [1, 2, 3])."""
     cfg = config.load(root, {"scale": "quick"})
-    for (paper, figure) in [k for k in record.entries.FIGURES if k[0] == PAPER]:
+    for (paper, figure) in [k for k in FIGURES if k[0] == PAPER]:
         d = clone / paths.figure_dir(paper, figure)
         d.mkdir(parents=True)
         meta = {"scale": "quick", "config_hash": jobs.settings_hash(cfg, paper, figure, "none")}

@@ -24,11 +24,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from dpfl import paths
-from dpfl.record.entries import (  # noqa: F401  (the record's API)
-    BUILD_KEYS, MAX_IMAGE_BYTES, MODES, VERDICTS, RecordError, anchor, build_checkout, cells_seconds, check,
-    checkout_state, code_files, entry_name, for_report, modes_built, not_recorded, outdated, portable, quick_key,
-    same_checkout, selection, shared_seconds, stale_entries, update, variant, why_texts)
 from dpfl.record.carry import carry_over
+from dpfl.record.entries import (  # noqa: F401  (the record's API)
+    BUILD_KEYS, MAX_IMAGE_BYTES, MODES, VERDICTS, anchor, cells_seconds, for_report, modes_built, portable, quick_key,
+    selection, shared_seconds, update, variant, why_texts)
+from dpfl.record.state import (  # noqa: F401  (the record's API)
+    RecordError, build_checkout, check, checkout_state, code_files, entry_name, not_recorded, outdated,
+    same_checkout, stale_entries)
 from dpfl.record.pages import write_pages
 
 

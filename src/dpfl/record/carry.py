@@ -34,9 +34,9 @@ import pandas as pd
 
 from dpfl import jobs, paths
 from dpfl.papers import FIGURES
-from dpfl.record.entries import (
-    RecordError, _code_hash, _meta, _read_json, build_checkout, checkout_state, code_files, entry_name,
-    outdated, stale_entries)
+from dpfl.record.state import (
+    RecordError, build_checkout, built_meta, checkout_state, code_files, code_hash, entry_name, outdated, read_json,
+    stale_entries)
 
 # {package of a figure's cell: the columns of its tables that hold measured wall-clock time (or, for the protocol's
 # decryption error, a value of freshly drawn Paillier keys), left out of the comparison}
@@ -103,7 +103,7 @@ def _check_build(results: Path, paper: str, figure: str, mode: str, want_files: 
     checkout = build_checkout(results)
     if checkout is None:
         raise RecordError(f"--{which} {results}: not the results/ of a project checkout, so its code is unknown")
-    meta = _meta(results, paper, figure, mode)
+    meta = built_meta(results, paper, figure, mode)
     if meta is None:
         raise RecordError(f"--{which} {results}: {name} is not built there")
     if meta["scale"] != "quick":
@@ -129,7 +129,7 @@ def carry_over(root: Path, baseline: Path, new: Path, chosen: dict[str, set[str]
     from dpfl.config import load
 
     out = out or root / paths.RECORD_DIR
-    record = _read_json(out / "record.json")
+    record = read_json(out / "record.json")
     if record is None:
         raise RecordError(f"no record at {out / 'record.json'} (python -m dpfl record builds it)")
     stale = stale_entries(root, out)
@@ -171,7 +171,7 @@ def carry_over(root: Path, baseline: Path, new: Path, chosen: dict[str, set[str]
                 "compared": {k: f"{same} of {total} identical" for k, (same, total) in counts.items()},
                 **({"not_compared": f"measured columns {', '.join(dropped)}; claims (their verdicts rest on the "
                                     "measured times)"} if dropped else {})})
-            e["code_files"], e["code_hash"] = now, _code_hash(now)
+            e["code_files"], e["code_hash"] = now, code_hash(now)
             carried.append(f"{name}: carried ({', '.join(v for v in e['carried'][-1]['compared'].values())}; "
                            f"{len(changed)} file(s) changed)")
     return record, carried, refused

@@ -1,22 +1,21 @@
 """The record's entries (dpfl.record): one per registered figure and mode of a build, with its verdicts, hashes
-and build; updating record.json from a results directory, and which entries are stale today. The pages are
-dpfl.record.pages."""
+and build; updating record.json from a results directory; what the report shows of it. Which code a build comes
+from and which entries are stale is dpfl.record.state; the pages are dpfl.record.pages."""
 
 from __future__ import annotations
 
 import datetime
-import hashlib
 import io
 import json
 import os
 from collections import Counter
 from pathlib import Path
 
-from dpfl import codedeps, jobs, paths
-from dpfl.config import SNAKEFILE
+from dpfl import jobs, paths
 from dpfl.papers import FIGURES, MODES, PAPERS  # MODES: and the one-switch ablations a build holds (modes_built)
-from dpfl.runinfo import git_output
-
+from dpfl.record.state import (
+    RecordError, build_checkout, built_meta, checkout_state, code_files, code_hash, entry_name, figure_paths,
+    outdated, read_json, stale_entries)
 
 
 def modes_built(results: Path, paper: str, figure: str | None = None) -> list[str]:
@@ -25,53 +24,13 @@ def modes_built(results: Path, paper: str, figure: str | None = None) -> list[st
     base = results / paper / (figure or "") / "ablations"
     names = sorted(d.name for d in base.iterdir() if d.is_dir()) if base.is_dir() else []
     return [*MODES, *(paths.ablation_mode(n) for n in names)]
+
+
 # what each entry and claim says about the build it is from (diff_sha256: only where its checkout had uncommitted
 # changes, checkout_state)
 BUILD_KEYS = ("recorded", "commit", "dirty", "diff_sha256", "command")
 MAX_IMAGE_BYTES = 300_000
 VERDICTS = ("pass", "fail", "inconclusive", "stand-in")
-
-
-class RecordError(Exception):
-    """A record cannot be written or checked (missing results, unknown paper): one line for the command line."""
-
-
-def same_checkout(root: Path) -> None:
-    """Raise RecordError unless `root` (the project checkout the command runs in: its settings, its record) holds the
-    dpfl package this process imported (whose files the code hashes read, codedeps.SRC, and whose paper-scale
-    claims the summary lists): a record or a check that mixed two checkouts would compare one's settings with the
-    other's code, silently."""
-    package = (codedeps.SRC / "dpfl").resolve()
-    here = (Path(root) / "src" / "dpfl").resolve()
-    if here == package:
-        return
-    has = "its own src/dpfl" if here.is_dir() else "no src/dpfl"
-    home = package.parents[1]
-    there = (f"run the command from that checkout ({home})" if (home / SNAKEFILE).is_file()
-             else "that package is installed outside a project checkout")
-    here_too = (f", or use this checkout's own code: cd {Path(root).resolve()} && PYTHONPATH=src python -m dpfl "
-                "record …" if here.is_dir() else "")
-    raise RecordError(f"the project checkout here ({Path(root).resolve()}, with {has}) is not the one the dpfl "
-                      f"package in use is imported from ({package}): the record would take its settings from the "
-                      f"first and its code hashes from the second. Either {there}{here_too}")
-
-
-def code_files(paper: str, figure: str, checkout: Path | None = None) -> dict[str, str]:
-    """{source file: sha256[:12]} of every file the figure's stages import (cell, table, plot, claims), read from
-    `checkout` (default: this package's own checkout); a file that checkout lacks hashes as "absent"."""
-    fdef = FIGURES[(paper, figure)]
-    stages = ("cell", "table", "plot", "claims") if fdef.kind == "experiment" else ("table", "plot", "claims")
-    files = sorted({f for stage in stages for f in codedeps.stage_code(fdef, stage)})
-    root = checkout or codedeps.SRC.parent
-    return {f: hashlib.sha256((root / f).read_bytes()).hexdigest()[:12] if (root / f).is_file() else "absent"
-            for f in files}
-
-
-def build_checkout(results: Path) -> Path | None:
-    """The checkout whose code made `results`: its parent when that holds the dpfl sources (a build in its own
-    clone, or this project's results/); None when it does not (a results directory moved elsewhere: the code is
-    taken to be this package's)."""
-    return results.parent if (results.parent / "src" / "dpfl").is_dir() else None
 
 
 def cells_seconds(figure_dir: Path, cells_read: list | None = None) -> dict:
@@ -109,21 +68,13 @@ def shared_seconds(root: Path, results: Path, paper: str, figure: str, mode: str
     for source, cell, runs in sources:
         if source == figure:
             continue
-        timing = _read_json(paths.under(results, paths.cell_timing(paths.cell_table(paper, source, cell, mode)))) or {}
+        timing = read_json(paths.under(results, paths.cell_timing(paths.cell_table(paper, source, cell, mode)))) or {}
         per_run = timing.get("runs", {})
         if runs is not None and all(r in per_run for r in runs):
             total += sum(per_run[r]["seconds_per_round"] * per_run[r]["rounds"] for r in runs)
         else:
             total += float(timing.get("cell_seconds", 0.0))
     return total
-
-
-def _code_hash(files: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def _read_json(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def _claims(data: dict | None) -> list[dict]:
@@ -213,24 +164,13 @@ def _not_built_why(root: Path, paper: str, figure: str, why: dict, configs: dict
     return "; ".join(parts)
 
 
-def _files(results: Path, paper: str, figure: str, mode: str) -> dict[str, Path]:
-    """A figure's files (dpfl.paths.FigureFiles, spelled from results/) inside the results directory `results`."""
-    made = paths.figure_files(paper, figure, mode)
-    return {name: paths.under(results, getattr(made, name)) for name in ("dir", "table", "meta", "png", "claims")}
-
-
-def _meta(results: Path, paper: str, figure: str, mode: str) -> dict | None:
-    """A built figure's meta (its table stage's), None when the figure is not built in `results`."""
-    return _read_json(_files(results, paper, figure, mode)["meta"])
-
-
 def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: str, mode: str, out: Path,
            why: dict | None = None, configs: dict | None = None, checkout: Path | None = None,
            left_out: bool = False) -> dict | None:
     """One figure in one mode: None when the mode does not exist for the figure and was not built."""
     fdef = FIGURES[(paper, figure)]
-    built = _files(results, paper, figure, mode)
-    meta = _meta(results, paper, figure, mode)
+    built = figure_paths(results, paper, figure, mode)
+    meta = built_meta(results, paper, figure, mode)
     if mode != "none" and (not fdef.has_compat or meta is None):
         return None
     entry = {"paper": paper, "figure": figure, "mode": mode}
@@ -251,7 +191,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         image = f"images/{paper}-{figure}{'' if mode == 'none' else '-' + mode}.png"
         (out / image).parent.mkdir(parents=True, exist_ok=True)
         (out / image).write_bytes(_image(png))
-    quick_claims = _claims(_read_json(_files(quick, paper, figure, mode)["claims"])) if quick else []
+    quick_claims = _claims(read_json(figure_paths(quick, paper, figure, mode)["claims"])) if quick else []
     variant_name = mode  # each mode is one variant today; an ablation's entry would name its own (variant())
     shared = shared_seconds(root, results, paper, figure, mode, meta["scale"], {} if configs is None else configs)
     return {
@@ -263,7 +203,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         "reduced_scale": meta.get("reduced_scale", False),
         "reductions": meta.get("reductions", {}),
         "settings_hash": meta["config_hash"],
-        "code_hash": _code_hash(files),
+        "code_hash": code_hash(files),
         "code_files": files,
         # the cells' wall-clock seconds (their timing sidecars, as the report sums them) and the table stage's, plus
         # those of the runs it reads from other figures' cells (e.g. bietti2022 Figs 1b-c: all of theirs are Fig 2's)
@@ -273,7 +213,7 @@ def _entry(root: Path, results: Path, quick: Path | None, paper: str, figure: st
         "machine": {k: meta.get("device", {}).get(k) for k in ("platform", "cpu_count", "accelerator")},
         "versions": meta.get("versions", {}),
         "image": image,
-        "claims": _claims(_read_json(built["claims"])),
+        "claims": _claims(read_json(built["claims"])),
         "quick_verdicts": _quick_verdicts(quick_claims, mode, variant_name),
     }
 
@@ -285,7 +225,7 @@ def _paper_claims(results: Path, quick: Path | None, paper: str) -> list[dict]:
         sub = f"{paper}/{paths.mode_subdir(mode)}"
         for path in sorted((results / sub).glob("claims-*.json")):
             data = json.loads(path.read_text())
-            q = _read_json(quick / sub / path.name) if quick else None
+            q = read_json(quick / sub / path.name) if quick else None
             claims, variant_name = _claims(data), mode  # each mode is one variant today (variant())
             matched = match_quick(claims, _quick_verdicts(_claims(q), mode, variant_name), mode, variant_name)
             for c, quick_verdict in zip(claims, matched):
@@ -293,31 +233,6 @@ def _paper_claims(results: Path, quick: Path | None, paper: str) -> list[dict]:
                             "figures_not_built": data.get("figures_not_built", []), **c,
                             "quick_verdict": quick_verdict})
     return out
-
-
-def checkout_state(checkout: Path, results: Path, allow_dirty: bool = False) -> dict:
-    """The commit of the checkout that made `results`, {"commit", "dirty"}, for the record to name the code of the
-    build. A checkout with uncommitted changes (to tracked files), or one git cannot read, is refused: its commit does
-    not name that code. With `allow_dirty` it is recorded as dirty, with "diff_sha256": the sha256 of `git diff HEAD`
-    there (what `git diff HEAD | sha256sum` prints), so that the exact tree can still be told apart and checked."""
-    commit = git_output(checkout, "rev-parse", "--short=12", "HEAD")
-    status = git_output(checkout, "status", "--porcelain", "--untracked-files=no")
-    if commit is None or status is None:
-        if not allow_dirty:
-            raise RecordError(f"{checkout} (the checkout that made {results}) is not a git checkout git can read, so "
-                              "no commit names the code of the build; build in a committed checkout, or pass "
-                              "--allow-dirty to record it as dirty")
-        return {"commit": "unknown", "dirty": True}
-    state = {"commit": commit.decode().strip(), "dirty": bool(status.strip())}
-    if state["dirty"]:
-        if not allow_dirty:
-            raise RecordError(f"{checkout} (the checkout that made {results}) has uncommitted changes (git status), so "
-                              f"its commit {state['commit']} does not name the code of the build; commit them (the "
-                              "code the build ran) and record again, or pass --allow-dirty to record it as dirty with "
-                              "the sha256 of its `git diff HEAD`")
-        diff = git_output(checkout, "diff", "--no-ext-diff", "--no-color", "HEAD")
-        state["diff_sha256"] = hashlib.sha256(diff).hexdigest() if diff is not None else "unknown"
-    return state
 
 
 def selection(papers: list[str] | None, figures: list[str] | None) -> dict[str, set[str] | None]:
@@ -370,28 +285,6 @@ def _upgrade(part: dict) -> dict:
     return {"entries": part.get("entries", []), "paper_claims": part.get("paper_claims", [])}
 
 
-def outdated(results: Path, paper: str, figure: str, mode: str, checkout: Path) -> list[str]:
-    """A built figure's outputs older than the code of their stage in the checkout that built them, one line each
-    (empty: current), by Snakemake's own rule (an output older than an input reruns): the table's meta against the
-    cell and table stages' code, the image against the plot's, claims.json against the claims'. Recording such a
-    figure would stamp a build of older code with the checkout's current commit and code hashes."""
-    fdef = FIGURES[(paper, figure)]
-    made = _files(results, paper, figure, mode)
-    stages = {"table": (made["meta"], ("cell", "table") if fdef.kind == "experiment" else ("table",)),
-              "plot": (made["png"], ("plot",)), "claims": (made["claims"], ("claims",))}
-    out = []
-    for output, code_stages in stages.values():
-        if not output.is_file():
-            continue
-        built = output.stat().st_mtime
-        newer = sorted({f for stage in code_stages for f in codedeps.stage_code(fdef, stage)
-                        if (checkout / f).is_file() and (checkout / f).stat().st_mtime > built})
-        if newer:
-            out.append(f"{output.relative_to(results)} is older than {', '.join(newer[:3])}"
-                       f"{f' and {len(newer) - 3} more' if len(newer) > 3 else ''}")
-    return out
-
-
 def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only: bool,
             checkout: Path | None = None, why: dict | None = None) -> set[tuple[str, str, str]]:
     """Raise RecordError, before anything is written (a refused record leaves no image behind), when a chosen paper
@@ -404,7 +297,7 @@ def _refuse(results: Path, chosen: dict[str, set[str] | None], paper_scale_only:
     left_out = set()
     for paper, figures in chosen.items():
         built = {(f, m): meta for (p, f) in FIGURES if p == paper and (figures is None or f in figures)
-                 for m in modes_built(results, p, f) if (meta := _meta(results, p, f, m)) is not None}
+                 for m in modes_built(results, p, f) if (meta := built_meta(results, p, f, m)) is not None}
         if not built:
             what = paper if figures is None else ", ".join(f"{paper}/{f}" for f in sorted(figures))
             raise RecordError(f"{results} holds no built figure of {what} (looked for "
@@ -444,7 +337,7 @@ def update(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[
                        checkout=checkout, why=why)
     state = checkout_state(checkout or root, results, allow_dirty)
     out.mkdir(parents=True, exist_ok=True)
-    old = _read_json(out / "record.json") or {"papers": {}}
+    old = read_json(out / "record.json") or {"papers": {}}
     record = {"papers": {p: _upgrade(part) for p, part in old.get("papers", {}).items()}}
     made = {"recorded": datetime.date.today().isoformat(), **state, "command": command}
     configs: dict = {}  # the paper-scale configuration, loaded once if a figure is left out (_not_built_why)
@@ -474,64 +367,6 @@ def update(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[
     return record
 
 
-def stale_entries(root: Path, out: Path | None = None) -> dict[tuple[str, str, str], str]:
-    """{(paper, figure, mode): why} for the record's built entries whose settings or code differ from today's."""
-    from dpfl.config import load
-
-    out = out or root / paths.RECORD_DIR
-    record = _read_json(out / "record.json")
-    if record is None:
-        raise RecordError(f"no record at {out / 'record.json'} (python -m dpfl record builds it)")
-    configs, stale = {}, {}
-    for paper, part in sorted(record["papers"].items()):
-        for e in part["entries"]:
-            if e["status"] != "built":
-                continue
-            key = (paper, e["figure"], e["mode"])
-            if (paper, e["figure"]) not in FIGURES:
-                stale[key] = "no longer a registered figure"
-                continue
-            if e["scale"] not in configs:
-                configs[e["scale"]] = load(root, {"scale": e["scale"]})
-            cfg = configs[e["scale"]]
-            if e["figure"] not in cfg.papers[paper]["figures"]:
-                stale[key] = f"no longer in config/papers/{paper}.yaml"
-                continue
-            why = []
-            if jobs.settings_hash(cfg, paper, e["figure"], e["mode"]) != e["settings_hash"]:
-                why.append(f"settings changed since the record (scale {e['scale']})")
-            now = code_files(paper, e["figure"])
-            changed = sorted(f for f in set(now) | set(e["code_files"]) if now.get(f) != e["code_files"].get(f))
-            if changed:
-                why.append(f"code changed since the record ({', '.join(changed[:3])}"
-                           f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''})")
-            if why:
-                stale[key] = "; ".join(why)
-    return stale
-
-
-def not_recorded(root: Path, out: Path | None = None) -> list[tuple[str, str]]:
-    """The registered figures (dpfl.papers.FIGURES) of the papers the record holds that have no entry in it yet: a
-    figure added since its paper was recorded. Listed, not an error: the record gets its entry from the next
-    paper-scale build that is recorded (python -m dpfl record --figures <paper>/<figure>)."""
-    record = _read_json((out or root / paths.RECORD_DIR) / "record.json")
-    if record is None:
-        return []
-    have = {(paper, e["figure"]) for paper, part in record["papers"].items() for e in part["entries"]}
-    return [(p, f) for (p, f) in FIGURES if p in record["papers"] and (p, f) not in have]
-
-
-def check(root: Path, out: Path | None = None) -> list[str]:
-    """The record's built entries whose settings or code differ from today's, one line each (empty: none stale)."""
-    return [f"{paper}/{figure}" + ("" if mode == "none" else f" ({mode})") + f": {why}"
-            for (paper, figure, mode), why in stale_entries(root, out).items()]
-
-
-def entry_name(e: dict) -> str:
-    """An entry's name on its paper's page: the figure, with its mode unless the paper's."""
-    return f"{e['figure']}" + ("" if e["mode"] == "none" else f" ({e['mode']})")
-
-
 def anchor(e: dict) -> str:
     """The GitHub anchor of an entry's heading on its paper's page ("fig5 (authors-code)" -> "fig5-authors-code")."""
     text = "".join(ch for ch in entry_name(e).lower() if ch.isalnum() or ch in " -_")
@@ -543,7 +378,7 @@ def for_report(root: Path) -> dict[tuple[str, str, str], dict]:
     recorded, commit, scale, claims (id, verdict, cause, reason), page (its paper's page), anchor, stale (why, or
     "")}}; empty when there is no record. A record that cannot be read or checked is reported, not fatal."""
     out = root / paths.RECORD_DIR
-    record = _read_json(out / "record.json")
+    record = read_json(out / "record.json")
     if record is None:
         return {}
     try:

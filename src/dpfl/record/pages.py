@@ -11,8 +11,8 @@ from pathlib import Path
 
 from dpfl import claim_pages, codedeps, paths
 from dpfl.papers import PAPERS
-from dpfl.record.entries import BUILD_KEYS, MODES, anchor, entry_name, match_quick, variant
-
+from dpfl.record.entries import BUILD_KEYS, MODES, anchor, match_quick, variant
+from dpfl.record.state import entry_name
 
 
 FINDINGS = "findings.md"  # written by hand beside the record; the summary page opens with it
