@@ -405,7 +405,7 @@ def test_a_record_with_quick_verdicts_keyed_by_id_is_read_per_claim_mode_and_var
     """An older record.json ({id: verdict} per entry) is upgraded to {id, mode, variant, verdict} items when read."""
     part = {"entries": [{"figure": "fig5", "mode": "authors-code", "quick_verdicts": {"C-L5a": "inconclusive"}}],
             "paper_claims": []}
-    assert record.entries._upgrade(part)["entries"][0]["quick_verdicts"] == [
+    assert record.entries.upgrade(part)["entries"][0]["quick_verdicts"] == [
         {"id": "C-L5a", "mode": "authors-code", "variant": "authors-code", "verdict": "inconclusive"}]
 
 

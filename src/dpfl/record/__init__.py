@@ -26,12 +26,12 @@ from pathlib import Path
 from dpfl import paths
 from dpfl.record.carry import carry_over
 from dpfl.record.entries import (  # noqa: F401  (the record's API)
-    BUILD_KEYS, MAX_IMAGE_BYTES, MODES, VERDICTS, anchor, cells_seconds, for_report, modes_built, portable, quick_key,
+    BUILD_KEYS, MAX_IMAGE_BYTES, MODES, VERDICTS, anchor, cells_seconds, modes_built, portable, quick_key,
     selection, shared_seconds, update, variant, why_texts)
 from dpfl.record.state import (  # noqa: F401  (the record's API)
     RecordError, build_checkout, check, checkout_state, code_files, entry_name, not_recorded, outdated,
     same_checkout, stale_entries)
-from dpfl.record.pages import write_pages
+from dpfl.record.pages import for_report, write_pages  # noqa: F401  (for_report: the record's API)
 
 
 def carry_entries(root: Path, baseline: Path, new: Path, chosen: dict[str, set[str] | None],

@@ -15,7 +15,7 @@ from dpfl import jobs, paths
 from dpfl.papers import FIGURES, MODES, PAPERS  # MODES: and the one-switch ablations a build holds (modes_built)
 from dpfl.record.state import (
     RecordError, build_checkout, built_meta, checkout_state, code_files, code_hash, entry_name, figure_paths,
-    outdated, read_json, stale_entries)
+    outdated, read_json)
 
 
 def modes_built(results: Path, paper: str, figure: str | None = None) -> list[str]:
@@ -270,7 +270,7 @@ def why_texts(items: list[str] | None) -> dict[tuple[str, str], str]:
     return why
 
 
-def _upgrade(part: dict) -> dict:
+def upgrade(part: dict) -> dict:
     """A paper's part of a record written in an older form: before entries carried their own build (recorded, commit,
     dirty, command per paper), each entry and claim takes the paper's; before quick verdicts were keyed by claim, mode
     and variant ({id: verdict} per entry), each becomes one {id, mode, variant, verdict} of its entry's variant."""
@@ -338,7 +338,7 @@ def update(root: Path, results: Path, quick: Path | None, chosen: dict[str, set[
     state = checkout_state(checkout or root, results, allow_dirty)
     out.mkdir(parents=True, exist_ok=True)
     old = read_json(out / "record.json") or {"papers": {}}
-    record = {"papers": {p: _upgrade(part) for p, part in old.get("papers", {}).items()}}
+    record = {"papers": {p: upgrade(part) for p, part in old.get("papers", {}).items()}}
     made = {"recorded": datetime.date.today().isoformat(), **state, "command": command}
     configs: dict = {}  # the paper-scale configuration, loaded once if a figure is left out (_not_built_why)
     for paper, figures in chosen.items():
@@ -371,32 +371,6 @@ def anchor(e: dict) -> str:
     """The GitHub anchor of an entry's heading on its paper's page ("fig5 (authors-code)" -> "fig5-authors-code")."""
     text = "".join(ch for ch in entry_name(e).lower() if ch.isalnum() or ch in " -_")
     return text.replace(" ", "-")
-
-
-def for_report(root: Path) -> dict[tuple[str, str, str], dict]:
-    """What the HTML report shows beside each figure of the committed record: {(paper, figure, mode): {status, why,
-    recorded, commit, scale, claims (id, verdict, cause, reason), page (its paper's page), anchor, stale (why, or
-    "")}}; empty when there is no record. A record that cannot be read or checked is reported, not fatal."""
-    out = root / paths.RECORD_DIR
-    record = read_json(out / "record.json")
-    if record is None:
-        return {}
-    try:
-        stale = stale_entries(root, out)
-    except Exception as exc:  # the report must not fail on the record: say so beside every entry
-        stale = None
-        unchecked = f"could not be checked against today's settings and code ({type(exc).__name__}: {exc})"
-    shown = {}
-    for paper, part in record["papers"].items():
-        for e in _upgrade(part)["entries"]:
-            key = (paper, e["figure"], e["mode"])
-            shown[key] = {
-                "status": e["status"], "why": e.get("why", ""), "recorded": e.get("recorded", ""),
-                "commit": e.get("commit", ""), "scale": e.get("scale", ""),
-                "claims": [{k: c.get(k) for k in ("id", "verdict", "cause", "reason")} for c in e.get("claims", [])],
-                "page": out / f"{paper}.md", "anchor": anchor(e),
-                "stale": (stale.get(key, "") if stale is not None else unchecked) if e["status"] == "built" else ""}
-    return shown
 
 
 def portable(text: str) -> str:

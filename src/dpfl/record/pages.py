@@ -11,8 +11,8 @@ from pathlib import Path
 
 from dpfl import claim_pages, codedeps, paths
 from dpfl.papers import PAPERS
-from dpfl.record.entries import BUILD_KEYS, MODES, anchor, match_quick, variant
-from dpfl.record.state import entry_name
+from dpfl.record.entries import BUILD_KEYS, MODES, upgrade, anchor, match_quick, variant
+from dpfl.record.state import entry_name, read_json, stale_entries
 
 
 FINDINGS = "findings.md"  # written by hand beside the record; the summary page opens with it
@@ -325,3 +325,29 @@ def _share_row(name: str, count: dict) -> str:
 
     return (f"| {name} | {n} | " + " | ".join(pct(count["all"].get(v, 0)) for v in PAPER_VERDICTS)
             + f" | {pct(real.get('pass', 0))} / {pct(real.get('fail', 0))} / {pct(real.get('inconclusive', 0))} |")
+
+
+def for_report(root: Path) -> dict[tuple[str, str, str], dict]:
+    """What the HTML report shows beside each figure of the committed record: {(paper, figure, mode): {status, why,
+    recorded, commit, scale, claims (id, verdict, cause, reason), page (its paper's page), anchor, stale (why, or
+    "")}}; empty when there is no record. A record that cannot be read or checked is reported, not fatal."""
+    out = root / paths.RECORD_DIR
+    record = read_json(out / "record.json")
+    if record is None:
+        return {}
+    try:
+        stale = stale_entries(root, out)
+    except Exception as exc:  # the report must not fail on the record: say so beside every entry
+        stale = None
+        unchecked = f"could not be checked against today's settings and code ({type(exc).__name__}: {exc})"
+    shown = {}
+    for paper, part in record["papers"].items():
+        for e in upgrade(part)["entries"]:
+            key = (paper, e["figure"], e["mode"])
+            shown[key] = {
+                "status": e["status"], "why": e.get("why", ""), "recorded": e.get("recorded", ""),
+                "commit": e.get("commit", ""), "scale": e.get("scale", ""),
+                "claims": [{k: c.get(k) for k in ("id", "verdict", "cause", "reason")} for c in e.get("claims", [])],
+                "page": out / f"{paper}.md", "anchor": anchor(e),
+                "stale": (stale.get(key, "") if stale is not None else unchecked) if e["status"] == "built" else ""}
+    return shown
