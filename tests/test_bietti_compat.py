@@ -107,13 +107,14 @@ def _emnist_job(tmp_path, impl: dict, cell="emn-sigma2", levels=(0.5, "inf"), et
 
 def test_shuffled_runs_end_when_the_data_is_exhausted_and_account_each_rounds_rate(tmp_path):
     job, inputs, _ = _emnist_job(tmp_path, {"sampling": "shuffle", "end_point": "last_multiple"})
-    df = run_cell(job, inputs, lambda m: None)
+    result = run_cell(job, inputs, lambda m: None)
+    df = result.table
     task = FederatedTask.from_arrays(dict(np.load(inputs["prepared"]["emnist"])), 6, 10, 0.1, DT, "cpu")
     rng = np.random.default_rng(int(__import__("dpfl.seeds", fromlist=["rng_for"]).rng_for(
         0, "bietti2022", "emnist", "data", 0).integers(2**62)))
     plan = UserStreams(task, 5, 2 / 6, rng, sampling="shuffle", per_round=2, epochs=2)
     T = plan.rounds
-    assert T == int(df["round"].max()) and (df["rounds_from_epochs"] == T).all() and (df["sampling"] == "shuffle").all()
+    assert T == int(df["round"].max()) and result.timing.full_rounds == T and (df["sampling"] == "shuffle").all()
     want = epsilon_curve(2.0, 1.0, T, plan.users_per_round / 6, 1e-4)
     for t, e in df.groupby("round")["eps"].first().items():
         assert e == (0.0 if t == 0 else pytest.approx(want[t - 1], rel=1e-12))
@@ -135,7 +136,7 @@ def test_shuffled_runs_record_the_epsilon_a_certificate_without_amplification_gi
     from dpfl.privacy.rdp import STANDARD_ORDERS
 
     job, inputs, _ = _emnist_job(tmp_path, {"sampling": "shuffle"})
-    df = run_cell(job, inputs, lambda m: None)
+    df = run_cell(job, inputs, lambda m: None).table
     delta, k_max = 1e-4, 12
 
     def by_hand(k):  # Balle et al. (2020) on RDP(α) = k·α/(2z²), z = 1, order by order
@@ -167,21 +168,21 @@ def test_shuffled_runs_record_the_epsilon_a_certificate_without_amplification_gi
     assert (df.loc[df["a"] == 0, "eps_certified"] == 0).all()
     # the paper's Poisson sampling: its analysis is exact, the certified ε is the nominal one
     paper, _, _ = _emnist_job(tmp_path, {})
-    poisson = run_cell(paper, inputs, lambda m: None)
+    poisson = run_cell(paper, inputs, lambda m: None).table
     assert (poisson["eps_certified"] == poisson["eps"]).all() and (poisson["eps"] > 0).any()
 
 
 def test_per_run_streams_name_each_run_by_its_config(tmp_path):
     impl = {"rng": "per_run"}
     job, inputs, _ = _emnist_job(tmp_path, impl, levels=(0.5,), etas=(0.1, 0.4))
-    both = run_cell(job, inputs, lambda m: None)
+    both = run_cell(job, inputs, lambda m: None).table
     assert (both["config_batches"] == 2).all()  # one run per batch
     alone_job, _, _ = _emnist_job(tmp_path, impl, levels=(0.5,), etas=(0.4,))
-    alone = run_cell(alone_job, inputs, lambda m: None)
+    alone = run_cell(alone_job, inputs, lambda m: None).table
     key = ["round", "accuracy", "eps"]
     pd.testing.assert_frame_equal(both[both["eta"] == 0.4][key].reset_index(drop=True), alone[key])  # its own streams
     shared_job, _, _ = _emnist_job(tmp_path, {}, levels=(0.5,), etas=(0.1, 0.4))
-    shared = run_cell(shared_job, inputs, lambda m: None)
+    shared = run_cell(shared_job, inputs, lambda m: None).table
     assert not np.allclose(shared[shared["eta"] == 0.4]["accuracy"].to_numpy()[1:],
                            both[both["eta"] == 0.4]["accuracy"].to_numpy()[1:])
 
@@ -213,7 +214,7 @@ def test_excess_risk_per_coordinate_and_end_rows():
     for cell in LAYOUT.cells(figure):
         params, _ = LAYOUT.cell_params(figure, {}, cell)
         tables.append(run_cell(CellJob("bietti2022", "fig1a", cell, "authors-code", "smoke", 0, "cpu", params, {}), {},
-                               lambda m: None))
+                               lambda m: None).table)
     runs = pd.concat(tables)
     assert (runs["metric"] == "excess_risk_per_coordinate").all()
     # every user every round (B1 concerns the federated tasks): T Gaussian steps, the nominal ε is certified as it is
@@ -234,10 +235,10 @@ def test_excess_risk_per_coordinate_and_end_rows():
 
 def test_fig2_takes_the_winning_runs_epsilon(tmp_path):
     job, inputs, figure = _emnist_job(tmp_path, {"sampling": "shuffle", "rng": "per_run"})
-    tables = [run_cell(job, inputs, lambda m: None)]
+    tables = [run_cell(job, inputs, lambda m: None).table]
     local, _ = LAYOUT.cell_params(figure, {}, "emn-local")
     tables.append(run_cell(CellJob("bietti2022", "fig2", "emn-local", "authors-code", "smoke", 0, "cpu", local, {}),
-                           inputs, lambda m: None))
+                           inputs, lambda m: None).table)
     table = fig2(figure, tables, lambda m: None)
     runs = pd.concat(tables)
     for _, row in table[(table["window"] == "point") & (table["a"] > 0)].iterrows():

@@ -40,3 +40,35 @@ def test_same_job_same_table_bytes_and_the_timings_in_a_sidecar(tmp_path):
 def test_a_cell_without_a_timing_sidecar_counts_no_loop_time(tmp_path):
     assert _round_loop_seconds(str(tmp_path / "x.parquet")) == 0.0
     assert paths.cell_timing("results/p/f/cells/a-b.parquet") == "results/p/f/cells/a-b.timing.json"
+
+
+def test_a_cell_must_return_a_cell_result_with_no_timing_in_its_table():
+    import pandas as pd
+    import pytest
+
+    from dpfl.figure import CellResult, RunTiming
+    from dpfl.stages.cell import checked_table
+
+    with pytest.raises(TypeError, match=r"m:f returned DataFrame; a cell returns dpfl.figure.CellResult"):
+        checked_table(pd.DataFrame({"x": [1]}), "m:f")
+    with pytest.raises(TypeError, match=r"wall-clock columns \['seconds_per_round'\]"):
+        checked_table(CellResult(pd.DataFrame({"x": [1], "seconds_per_round": [0.1]}), RunTiming()), "m:f")
+    table = pd.DataFrame({"x": [1]})
+    assert checked_table(CellResult(table), "m:f") is table
+
+
+def test_a_cell_of_several_runs_times_each_run_and_sums_them():
+    import pandas as pd
+
+    from dpfl.figure import CellResult, RunTiming
+    from dpfl.stages.cell import cell_timing
+
+    df = pd.DataFrame({"run": ["a", "a", "b"], "round": [1, 2, 3]})
+    runs = {"a": RunTiming(seconds_per_round=0.5), "b": RunTiming(seconds_per_round=1.5)}
+    timing = cell_timing(CellResult(df, runs))
+    assert timing == {"seconds_per_round": 2.0, "rounds": 3,
+                      "runs": {"a": {"seconds_per_round": 0.5, "rounds": 2},
+                               "b": {"seconds_per_round": 1.5, "rounds": 3}}}
+    one = cell_timing(CellResult(df.drop(columns="run"), RunTiming(seconds_per_trial=0.25, full_rounds=9)))
+    assert one == {"seconds_per_trial": 0.25, "rounds": 3, "full_rounds": 9}
+    assert cell_timing(CellResult(df.drop(columns="run"))) == {"rounds": 3}

@@ -107,7 +107,7 @@ def fig12_job(cell="h2-U3-fast", **over):
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_fig12_cell_times_every_phase_and_checks_the_decryption(optimizer):
-    df = run_cell(fig12_job(optimizer=optimizer), {}, lambda *a: None)
+    df = run_cell(fig12_job(optimizer=optimizer), {}, lambda *a: None).table
     per_seed = df.groupby(["seed", "phase"]).size().unstack()
     # per run: one key exchange, one blinded histogram (-w), local training per silo and round, aggregation per round
     assert per_seed.to_dict("index") == {s: {"aggregation": 2, "blinded histogram": 1, "key exchange": 1,
@@ -127,8 +127,8 @@ def test_fig12_cell_times_every_phase_and_checks_the_decryption(optimizer):
 
 
 def test_fig12_cell_drops_records_above_the_bound_and_both_implementations_agree():
-    fast = run_cell(fig12_job("h2-U3-fast", seeds=[0], data={"features": 4, "classes": 2,
-                                                                     "records_per_silo": 60}), {}, lambda *a: None)
+    fast = run_cell(fig12_job("h2-U3-fast", seeds=[0], data={"features": 4, "classes": 2, "records_per_silo": 60}),
+                    {}, lambda *a: None).table
     assert fast["records_dropped"].iloc[0] > 0  # 120 records, 3 users: ≈ 40 each > N̄ = 30
     assert (fast["decrypted_rel_err"] < 1e-8).all()
 
@@ -137,7 +137,7 @@ def test_fig12_cell_drops_records_above_the_bound_and_both_implementations_agree
 def test_fig12_secure_cell_re_randomises_every_coordinate_and_decrypts_to_the_plaintext(impl):
     """The secure mode's cell: the same phases and checks; each silo's weighting adds one full-size exponentiation per
     coordinate and round (its fresh r^n), so the fast path's second round costs exactly the 16 coordinates."""
-    df = run_cell(fig12_job(f"h2-U3-{impl}-secure"), {}, lambda *a: None)
+    df = run_cell(fig12_job(f"h2-U3-{impl}-secure"), {}, lambda *a: None).table
     assert (df["security"] == "secure").all() and df["simulation"].all()
     assert (df["decrypted_rel_err"] < 1e-8).all() and set(df["phase"]) == set(PHASES)
     work = df[df["phase"] == "local training"].pivot_table(index=["seed", "silo"], columns="round",
@@ -159,7 +159,7 @@ def test_a_secure_cell_on_a_small_key_is_refused_outside_a_simulation():
     assert PROTOCOL.cells({**figure, "simulation": True}) == ["h2-U3-fast", "h2-U3-fast-secure"]
     with pytest.raises(ValueError, match="simulation: true"):
         run_cell(SimpleNamespace(params={**params, "security": "secure"}, cell="h2-U3-fast-secure", seed=0), {},
-                 lambda *a: None)
+                 lambda *a: None).table
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +186,7 @@ def test_fig11_cell_on_a_flamby_allocation(tcga):
               "securities": ["paper"], "optimizer": "sgd", **SMALL}
     assert PROTOCOL.needs(params) == (("tcga_brca",), ("kato2024-tcga_brca/zipf-U6-S2-seed0",))
     own, _ = PROTOCOL.cell_params(params, {}, "t6-reference")
-    df = run_cell(SimpleNamespace(params=own, cell="t6-reference", seed=0), inputs, lambda *a: None)
+    df = run_cell(SimpleNamespace(params=own, cell="t6-reference", seed=0), inputs, lambda *a: None).table
     assert set(df["phase"]) == set(PHASES) and (df["decrypted_rel_err"] < 1e-8).all()
     assert (df["dataset"] == "tcga_brca").all() and (df["params"] == 40).all() and (df["silos"] == 2).all()
     assert (df["implementation"] == "reference").all()

@@ -101,15 +101,46 @@ class FigureLayout(ABC):
 
 
 @dataclass(frozen=True)
+class RunTiming:
+    """What one run of a cell measured of its own wall-clock time (a cell of one run: the cell). Kept out of the cell's
+    table, which then depends on the configuration alone: dpfl.stages.cell writes it to the table's timing sidecar,
+    which the figure's table stage, the benchmark, the report and the record read."""
+
+    seconds_per_round: float | None = None  # the round loop alone, per round
+    seconds_per_trial: float | None = None  # lowy2023: the run's own work per trial (the trial's shared data aside)
+    seconds_per_evaluation: float | None = None  # one evaluation, timed apart from the rounds (bietti2022)
+    full_rounds: int | None = None  # T of the full run where its data sets it (bietti2022's epochs): a benchmark's
+    # reduced run projects to it
+
+    def measured(self) -> dict[str, float]:
+        """The seconds it holds, by name (what the sidecar keeps)."""
+        return {k: float(v) for k, v in (("seconds_per_round", self.seconds_per_round),
+                                         ("seconds_per_trial", self.seconds_per_trial),
+                                         ("seconds_per_evaluation", self.seconds_per_evaluation)) if v is not None}
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """What a cell function returns: its table (a pandas DataFrame of results only) and its timing: one RunTiming,
+    or, for a cell of several runs (FigureLayout.cell_runs; a `run` column in the table), one per run in the order
+    they ran; None for a cell that times nothing (kato2024's protocol cells measure their phases as results, in
+    the table)."""
+
+    table: object  # pandas.DataFrame (not imported here: the declarations stay import-light)
+    timing: RunTiming | dict[str, RunTiming] | None = None
+
+
+@dataclass(frozen=True)
 class FigureFamily:
     """A family of figures: the code every figure of it runs (docs/architecture.md, stages) and the `$defs` entry its
     params follow. A new figure of an existing family is a `FigureDef(family=...)` and its YAML entry.
 
     Analytic families: `table(params, log)` returns the tidy table.
     Experiment families: `layout` names a `FigureLayout` subclass ("module:Class", import-light) that says which cells
-    a figure has; `cell(job, inputs, log)` computes one cell's table; `table(params, tables, log)` aggregates the
-    cell tables into the figure's tidy table; `settings` names the frozen type the cell reads its params into, once,
-    at its start (`Class.from_params(params)`), so that nothing below that boundary reads a settings dict.
+    a figure has; `cell(job, inputs, log)` computes one cell and returns a `CellResult` (its table and timing);
+    `table(params, tables, log)` aggregates the cell tables into the figure's tidy table; `settings` names the frozen
+    type the cell reads its params into, once, at its start (`Class.from_params(params)`), so that nothing below
+    that boundary reads a settings dict.
 
     `name` is the family's name within its paper: the key of the scale files' `families:` reductions (one reduction
     serves every figure of the family, a new one included), of the configuration limits (dpfl.config_limits) and of

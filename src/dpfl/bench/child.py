@@ -2,7 +2,7 @@
 
 A fresh process per cell, so that its peak resident memory (ru_maxrss) is the cell's own and no import or cache of an
 earlier cell is counted or reused. It prints one JSON line: the cell's seconds (imports outside the timed region),
-the peak memory, the GPU's peak where there is one, and what `timing_of` reads from the cell's table.
+the peak memory, the GPU's peak where there is one, and what `timing_of` reads from the cell's result.
 """
 
 from __future__ import annotations
@@ -12,38 +12,40 @@ import resource
 import sys
 import time
 
-import pandas as pd
+from dpfl.figure import CellResult, RunTiming
 
 
-def timing_of(df: pd.DataFrame) -> dict:
-    """What a cell's table says of its own timing, by family (the columns the cells write):
+def timing_of(result: CellResult) -> dict:
+    """What a cell measured of its own time (its CellResult's RunTiming) and the counts its table gives:
 
-    - `loop_per_unit`: the round loop alone, seconds per round (`seconds_per_round`); a cell of several runs
-      (kato2024's panels, a `run` column) sums its runs' loops, and `runs` gives each;
-    - lowy2023's panels (`run` and `seconds_per_trial`): each run's own work per trial in `runs` (the trial's data,
-      shared by the runs, is in no run's: the cell's seconds per trial count it);
-    - `units`: T where the data sets it (`rounds_from_epochs`); `configs`: the (a, η) configs trained together
-      (bietti2022); `per_eval` and `evals`: the evaluations, timed apart (`seconds_per_evaluation`, `evaluations`);
-    - `phases`: mean seconds per protocol phase (kato2024 Figs 11-12: `phase`, `seconds`), with the rounds after
-      the first apart (the first may pay one-off costs)."""
+    - `loop_per_unit`: the round loop alone, seconds per round; a cell of several runs (kato2024's panels) sums its
+      runs' loops, and `runs` gives each;
+    - lowy2023's panels (runs timed per trial): each run's own work per trial in `runs` (the trial's data, shared by
+      the runs, is in no run's: the cell's seconds per trial count it), and no loop;
+    - `units`: T where the data sets it (RunTiming.full_rounds); `per_eval`: one evaluation, timed apart;
+    - from the table: `configs`, the (a, η) configs trained together (bietti2022); `evals`, the evaluations (its
+      `evaluations` column); `phases`, mean seconds per protocol phase (kato2024 Figs 11-12: `phase`, `seconds`,
+      which are the figure's results), with the rounds after the first apart (the first may pay one-off costs)."""
+    df, timing = result.table, result.timing
     cols = set(df.columns)
-    loop = float(df["seconds_per_round"].iloc[0]) if "seconds_per_round" in cols else None
-    runs = None
-    if "run" in cols and "seconds_per_round" in cols:
-        runs = {str(k): float(d["seconds_per_round"].iloc[0]) for k, d in df.groupby("run", sort=False)}
-        loop = sum(runs.values())
-    elif "run" in cols and "seconds_per_trial" in cols:
-        runs = {str(k): float(d["seconds_per_trial"].iloc[0]) for k, d in df.groupby("run", sort=False)}
+    single = timing if isinstance(timing, RunTiming) else None
+    loop, runs = (single.seconds_per_round if single else None), None
+    if isinstance(timing, dict) and timing:
+        if all(t.seconds_per_round is not None for t in timing.values()):
+            runs = {str(k): float(t.seconds_per_round) for k, t in timing.items()}
+            loop = sum(runs.values())
+        elif all(t.seconds_per_trial is not None for t in timing.values()):
+            runs = {str(k): float(t.seconds_per_trial) for k, t in timing.items()}
     phases = df.groupby("phase")["seconds"].mean().to_dict() if {"phase", "seconds"} <= cols else None
     if phases and "round" in cols and (df["round"] > 1).any():
         later = df[df["round"] > 1].groupby("phase")["seconds"].mean()
         phases.update({f"{k} (rounds ≥ 2)": v for k, v in later.items()})
     return {
-        "loop_per_unit": loop,
+        "loop_per_unit": None if loop is None else float(loop),
         "runs": runs,
-        "units": int(df["rounds_from_epochs"].iloc[0]) if "rounds_from_epochs" in cols else None,
+        "units": single.full_rounds if single else None,
         "configs": len(df[["a", "eta"]].drop_duplicates()) if {"a", "eta"} <= cols else None,
-        "per_eval": float(df["seconds_per_evaluation"].iloc[0]) if "seconds_per_evaluation" in cols else 0.0,
+        "per_eval": float(single.seconds_per_evaluation or 0.0) if single else 0.0,
         "evals": int(df["evaluations"].iloc[0]) if "evaluations" in cols else 0,
         "phases": phases,
     }
@@ -59,9 +61,9 @@ def measure(job, inputs: dict, threads: int) -> dict:
     torch.set_num_threads(threads)
     run = resolve(FIGURES[(job.paper, job.figure)].cell)  # imports outside the timed region
     start = time.perf_counter()
-    df = run(job, inputs, lambda *a: None)
+    result = run(job, inputs, lambda *a: None)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, **timing_of(df),
+    return {"seconds": seconds, **timing_of(result),
             "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpfl.figure import CellResult, RunTiming
 from dpfl.fl.engine import Evaluation, RoundRule
 from dpfl.papers.bietti2022.layout import evaluation_rounds, level_name, parse_cell
 from dpfl.papers.bietti2022.models import Storage, model_class
@@ -85,9 +86,9 @@ class _GridEvaluation(Evaluation):
         return f"best {self.metric} {best:.4g}"
 
 
-def run_cell(job, inputs: dict, log) -> pd.DataFrame:
-    """The cell's table (see the module's docstring); `job` a dpfl.jobs.CellJob, `inputs` the prepared data of a
-    federated task ({"prepared": {dataset: path}})."""
+def run_cell(job, inputs: dict, log) -> CellResult:
+    """The cell's table (see the module's docstring) and its timing; `job` a dpfl.jobs.CellJob, `inputs` the
+    prepared data of a federated task ({"prepared": {dataset: path}})."""
     import torch
 
     from dpfl.fl.device import describe, resolve_device
@@ -158,9 +159,6 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     df["eps_certified"] = df.pop("eps_certified")  # (its column where it has always been)
     df["sigma"] = np.nan if sigma is None else sigma
     df["failed"] = failed
-    # per seed, all configs of the cell (every batch): a round's training, and one evaluation (dpfl.bench)
-    df["seconds_per_round"] = training / (rounds_run / len(batches))
-    df["seconds_per_evaluation"] = evaluating / (evaluations / len(batches))
     df["evaluations"] = evaluations // len(batches)
     df["config_batches"] = len(batches)
     df["device"] = describe(device)
@@ -169,6 +167,9 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
     df["grid"] = settings.grid
     df["model"] = kind
     df["sampling"] = impl.sampling
-    if full_T and full_T[0] is not None:
-        df["rounds_from_epochs"] = max(full_T)  # the full run's T (the benchmark's reduced runs set rounds)
-    return df
+    # per seed, all configs of the cell (every batch): a round's training, and one evaluation (dpfl.bench); the full
+    # run's T where the data sets it (the benchmark's reduced runs set rounds)
+    timing = RunTiming(seconds_per_round=training / (rounds_run / len(batches)),
+                       seconds_per_evaluation=evaluating / (evaluations / len(batches)),
+                       full_rounds=max(full_T) if full_T and full_T[0] is not None else None)
+    return CellResult(df, timing)

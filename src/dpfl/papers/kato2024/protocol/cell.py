@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpfl.figure import CellResult
 from dpfl.fl.engine import Evaluation, RoundRule
 from dpfl.papers.kato2024.protocol.layout import is_fig11, panel_allocation
 from dpfl.papers.kato2024.protocol.security import Security
@@ -112,7 +113,8 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def run_cell(job, inputs: dict, log):
+def run_cell(job, inputs: dict, log) -> CellResult:
+    """One cell of Figs 11-12 (see the module's docstring): its table of measured phase seconds per run and round."""
     import pandas as pd
     import torch
 
@@ -198,4 +200,4 @@ def run_cell(job, inputs: dict, log):
                    key_bits=bits, rounds=T, threads=1, device=describe(device), cpu=cpu_name(),
                    decrypted_rel_err=max(checks), eps=float(nominal[-1]), eps_certified=float(certified[-1]),
                    records_dropped=int(sum(dropped)))
-    return df
+    return CellResult(df)  # the phases' seconds are the figure's results: columns of the table, no RunTiming
