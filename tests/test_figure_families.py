@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dpfl import bench, config, jobs
+from dpfl import bench, codedeps, config, jobs
 from dpfl.figure import FigureDef, FigureFamily, FigureLayout, PaperDef
 from dpfl.papers import FIGURES, MODES, REGISTRY
 
@@ -353,3 +353,46 @@ def test_a_cell_reads_only_its_own_data(configs):
     assert all(f"{panel['distribution']}-U{panel['users']}-S{panel['silos']}-" in a for a in allocations)
     assert jobs.cell_needs(cfg, "kato2024", "fig12", jobs.cell_ids(cfg, "kato2024", "fig12", "none")[0],
                            "none") == ((), ())
+
+
+def _settings_reads(path: Path) -> list[str]:
+    """Where a module reads a settings dict: a string key subscripted or `.get` from `params`, `p` or `job.params`
+    (path:line: text)."""
+    tree = ast.parse(path.read_text())
+    lines = path.read_text().splitlines()
+
+    def is_settings(node) -> bool:
+        return (isinstance(node, ast.Name) and node.id in ("p", "params")) or (
+            isinstance(node, ast.Attribute) and node.attr == "params" and isinstance(node.value, ast.Name)
+            and node.value.id == "job")
+
+    def is_key(node) -> bool:  # a settings key is a string (a tensor's index or a model's named parameter is not)
+        return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and is_settings(node.value) and is_key(node.slice):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and is_settings(node.func.value) and node.args and is_key(node.args[0]):
+            found.append(node.lineno)
+    return [f"{path.relative_to(ROOT)}:{n}: {lines[n - 1].strip()}" for n in sorted(set(found))]
+
+
+def test_no_settings_dict_is_read_below_the_boundary_of_a_family_with_a_settings_type():
+    """A family that declares its frozen settings (FigureFamily.settings) reads its params dict in two places only:
+    its layout (which builds the cell's params, at the Snakemake boundary) and its settings module (`from_params`,
+    at the cell's start). Every other module of the paper its cell imports reads typed settings."""
+    checked = set()
+    for fdef in FIGURES.values():
+        if fdef.settings is None:
+            continue
+        paper = ".".join(fdef.cell.split(".")[:3])  # dpfl.papers.<paper>
+        boundary = {fdef.layout.split(":")[0], fdef.settings.split(":")[0]}
+        for file in codedeps.code_files(fdef.cell):
+            module = file.removeprefix("src/").removesuffix(".py").replace("/", ".")
+            if module.startswith(paper + ".") and module not in boundary:
+                checked.add(ROOT / file)
+    assert checked
+    reads = [line for path in sorted(checked) for line in _settings_reads(path)]
+    assert not reads, "settings dicts read below the boundary:\n" + "\n".join(reads)
