@@ -59,7 +59,7 @@ def run_cells(inputs, params=PARAMS):
     for cell in RECORDS.cells(params):
         own, settings = RECORDS.cell_params(params, {}, cell)
         assert settings == {} and [p["id"] for p in own["panels"]] == [cell]
-        out.append(records_cell.run_cell(SimpleNamespace(params=own, cell=cell), inputs, log=lambda *_: None))
+        out.append(records_cell.run_cell(SimpleNamespace(params=own, cell=cell), inputs, log=lambda *_: None).table)
     return out
 
 

@@ -116,7 +116,7 @@ def job(name: str, params=PARAMS) -> CellJob:
 
 @pytest.mark.parametrize("cell", ["a-uldp_avg", "b-uldp_group_2", "a-uldp_avg_ws-q0.5", "b-default", "a-uldp_sgd"])
 def test_cell_rows_and_privacy_columns(fixture, cell):
-    df = run_cell(job(cell), fixture, lambda *a: None)
+    df = run_cell(job(cell), fixture, lambda *a: None).table
     assert len(df) == 2 * 3 and sorted(df["seed"].unique()) == [0, 1] and (df["run"] == cell).all()
     assert df["round"].tolist() == [1, 1, 2, 2, 3, 3] or sorted(df["round"]) == [1, 1, 2, 2, 3, 3]
     assert df["utility"].between(0, 1).all() and np.isfinite(df["test_loss"]).all() and not df["failed"].any()
@@ -134,8 +134,8 @@ def test_cell_rows_and_privacy_columns(fixture, cell):
 
 
 def test_same_job_gives_identical_numbers(fixture):
-    a = run_cell(job("b-uldp_avg_w"), fixture, lambda *a: None).drop(columns="seconds_per_round")
-    b = run_cell(job("b-uldp_avg_w"), fixture, lambda *a: None).drop(columns="seconds_per_round")
+    a = run_cell(job("b-uldp_avg_w"), fixture, lambda *a: None).table
+    b = run_cell(job("b-uldp_avg_w"), fixture, lambda *a: None).table
     pd.testing.assert_frame_equal(a, b)
 
 
@@ -144,14 +144,15 @@ def test_a_panel_cell_is_its_runs_computed_apart(fixture):
     the runs computed one by one (in another order, so that nothing one run leaves behind, e.g. a generator, a
     cached object or the global RNG, changes the next), and it logs which run it is at."""
     lines = []
-    panel = run_cell(job("a"), fixture, lines.append)
+    result = run_cell(job("a"), fixture, lines.append)
+    panel = result.table
     runs = LAYOUT.cell_runs(PARAMS, "a")
     assert list(dict.fromkeys(panel["run"])) == runs
     assert [line for line in lines if line.startswith("run ")] == [f"run {i}/6: {r}" for i, r in enumerate(runs, 1)]
-    apart = {r: run_cell(job(r), fixture, lambda *a: None) for r in reversed(runs)}
+    apart = {r: run_cell(job(r), fixture, lambda *a: None).table for r in reversed(runs)}
     want = pd.concat([apart[r] for r in runs], ignore_index=True)
-    pd.testing.assert_frame_equal(panel.drop(columns="seconds_per_round"), want.drop(columns="seconds_per_round"))
-    assert panel.groupby("run", sort=False)["seconds_per_round"].nunique().eq(1).all()  # one per run
+    pd.testing.assert_frame_equal(panel, want)
+    assert list(result.timing) == runs and all(t.seconds_per_round > 0 for t in result.timing.values())  # one per run
 
 
 def test_a_diverging_run_is_recorded_as_failed_not_a_crash(fixture, monkeypatch):
@@ -170,7 +171,7 @@ def test_a_diverging_run_is_recorded_as_failed_not_a_crash(fixture, monkeypatch)
         return out
 
     monkeypatch.setattr(rules.AvgRound, "step", breaking)  # ULDP-AVG's round rule (the family chosen by the cell)
-    df = run_cell(job("a-uldp_avg"), fixture, lambda *a: None)
+    df = run_cell(job("a-uldp_avg"), fixture, lambda *a: None).table
     s1, s0 = df[df["seed"] == 1].sort_values("round"), df[df["seed"] == 0]
     assert s1["failed"].tolist() == [False, True, True] and s1["utility"].iloc[1:].isna().all()
     assert not s0["failed"].any() and s0["utility"].notna().all()
@@ -180,7 +181,7 @@ def test_a_diverging_run_is_recorded_as_failed_not_a_crash(fixture, monkeypatch)
 
 
 def test_table_has_round_final_and_early_windows(fixture):
-    tables = [run_cell(job(c), fixture, lambda *a: None).assign(cell="a") for c in ("a-uldp_avg", "a-uldp_avg_w")]
+    tables = [run_cell(job(c), fixture, lambda *a: None).table.assign(cell="a") for c in ("a-uldp_avg", "a-uldp_avg_w")]
     t = curves(PARAMS, tables, lambda *a: None)
     assert set(t["window"]) == {"round", "final", "early", "by_silos"}
     gap = t[t["quantity"] == "loss_gap"]  # final test loss AVG − AVG-w, x = S (claims C-K8a/b)
@@ -251,17 +252,18 @@ def test_the_table_reads_the_borrowed_runs_rows_and_their_loop_seconds(tmp_path)
     count in the figure's training seconds (dpfl.stages.cell.cell_timing: per run, and their sum)."""
     from dpfl import paths
     from dpfl.io import write_json
+    from dpfl.figure import CellResult, RunTiming
     from dpfl.stages.cell import cell_timing
     from dpfl.stages.table import _round_loop_seconds, read_cell_table
 
-    df = pd.DataFrame({"run": ["b-uldp_avg"] * 2 + ["b-uldp_avg_w"] * 2, "round": [1, 2, 1, 2], "y": [1, 2, 3, 4],
-                       "seconds_per_round": [0.5, 0.5, 2.0, 2.0]})
-    timing = cell_timing(df)
+    df = pd.DataFrame({"run": ["b-uldp_avg"] * 2 + ["b-uldp_avg_w"] * 2, "round": [1, 2, 1, 2], "y": [1, 2, 3, 4]})
+    timing = cell_timing(CellResult(df, {"b-uldp_avg": RunTiming(seconds_per_round=0.5),
+                                         "b-uldp_avg_w": RunTiming(seconds_per_round=2.0)}))
     assert timing == {"seconds_per_round": 2.5, "rounds": 2,
                       "runs": {"b-uldp_avg": {"seconds_per_round": 0.5, "rounds": 2},
                                "b-uldp_avg_w": {"seconds_per_round": 2.0, "rounds": 2}}}
     path = tmp_path / "b.parquet"
-    df.drop(columns="seconds_per_round").to_parquet(path)
+    df.to_parquet(path)
     write_json(timing, paths.cell_timing(str(path)))
     assert read_cell_table(str(path), ("b-uldp_avg_w",))["y"].tolist() == [3, 4]
     assert len(read_cell_table(str(path))) == 4
@@ -280,7 +282,7 @@ def test_a_private_method_without_clip_stops_with_the_method_and_the_key(fixture
                                                              if k != "clip"}}}
     label = BY_ID[layout.parse_run(cell)[1]].label
     with pytest.raises(HyperError, match=rf"{label}.*params\.hyper\.{block} lacks 'clip'"):
-        run_cell(job(cell, params), fixture, lambda *a: None)
+        run_cell(job(cell, params), fixture, lambda *a: None).table
 
 
 def test_typed_hyper_parameters_per_family():
@@ -303,12 +305,12 @@ def test_k6_normal_conversion_every_fifth_round(fixture):
     """compat K6: GROUP's plotted ε from the (ε, δ) group conversion, every 5th round and the last, NaN between;
     the certified column stays the RDP upper bound."""
     params = {**PARAMS, "rounds": 6, "implementation": {**PARAMS["implementation"], "group_conversion": "normal"}}
-    df = run_cell(job("a-uldp_group_2", params), fixture, lambda *a: None).sort_values(["seed", "round"])
+    df = run_cell(job("a-uldp_group_2", params), fixture, lambda *a: None).table.sort_values(["seed", "round"])
     s0 = df[df["seed"] == 0]
     assert s0["eps"].notna().tolist() == [False, False, False, False, True, True]
     assert s0["eps_certified"].notna().all()
     rdp = run_cell(job("a-uldp_group_2", {**params, "implementation": PARAMS["implementation"]}), fixture,
-                   lambda *a: None).sort_values(["seed", "round"])
+                   lambda *a: None).table.sort_values(["seed", "round"])
     # for k = 2 the normal-DP conversion is the looser one here (Fig 2: within 3.6× of the RDP conversion)
     ratio = s0["eps"].iloc[4] / rdp[rdp["seed"] == 0]["eps"].iloc[4]
     assert 1 / 3.6 <= ratio <= 3.6

@@ -183,13 +183,14 @@ def test_a_panel_cell_is_its_runs_computed_apart(pool, mode):
     a generator, a cached object or modified trial data, changes the next), each with one seconds per trial."""
     params = _panel_params(mode)
     runs = LAYOUT.cell_runs(params, "a")
-    panel = run_cell(_job(params), pool, lambda *a: None)
+    result = run_cell(_job(params), pool, lambda *a: None)
+    panel = result.table
     assert list(dict.fromkeys(panel["run"])) == runs and len(panel) == 2 * (2 + 2 + 1 + 1)
     assert (panel["run"] == "a-" + panel["algorithm"]).all()
-    apart = {r: run_cell(_job(params, [r]), pool, lambda *a: None) for r in reversed(runs)}
+    apart = {r: run_cell(_job(params, [r]), pool, lambda *a: None).table for r in reversed(runs)}
     want = pd.concat([apart[r] for r in runs], ignore_index=True)
-    pd.testing.assert_frame_equal(panel.drop(columns="seconds_per_trial"), want.drop(columns="seconds_per_trial"))
-    assert panel.groupby("run", sort=False)["seconds_per_trial"].nunique().eq(1).all()  # one per run
+    pd.testing.assert_frame_equal(panel, want)
+    assert list(result.timing) == runs and all(t.seconds_per_trial > 0 for t in result.timing.values())  # one per run
     assert panel["test"].notna().all() and panel.loc[panel["private"], "z_used"].gt(0).all()
 
 
@@ -197,7 +198,7 @@ def test_a_cell_records_the_epsilon_its_variant_certifies(pool):
     """The authors' MNIST code does not clip (clip_at_lipschitz: false): its cell certifies ε = ∞ and says why,
     where the paper's mode certifies the finite ε of its noise (spec §9: never the default's ε beside a variant
     that does not have it)."""
-    rows = {mode: run_cell(_job(_panel_params(mode)), pool, lambda *a: None) for mode in ("none", "authors-code")}
+    rows = {mode: run_cell(_job(_panel_params(mode)), pool, lambda *a: None).table for mode in ("none", "authors-code")}
     for mode, table in rows.items():
         noisy = table[table["private"]]
         if mode == "none":

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpfl.figure import CellResult, RunTiming
 from dpfl.fl.data import SiloData
 from dpfl.fl.device import describe, resolve_device
 from dpfl.io import Progress
@@ -104,12 +105,12 @@ def load_source(params: dict, inputs: dict) -> dict:
     return load_prepared(inputs["prepared"][params["experiment"]])[0]
 
 
-def run_cell(job, inputs: dict, log) -> pd.DataFrame:
+def run_cell(job, inputs: dict, log) -> CellResult:
     """Tune and evaluate every run of the panel `job.cell` (its methods, `job.params["methods"]`) for every trial
-    (spec §5). `job` is a dpfl.jobs.CellJob. Returns one row per (run, trial, ε) with the chosen grid point and its
-    test value (non-private methods: ε = NaN), the runs' rows one after another in method order, with a `run` column
-    and each run's wall-clock seconds per trial (`seconds_per_trial`, its own work without the shared trial data;
-    dpfl.stages.cell keeps it out of the table).
+    (spec §5). `job` is a dpfl.jobs.CellJob. Returns a table of one row per (run, trial, ε) with the chosen grid point
+    and its test value (non-private methods: ε = NaN), the runs' rows one after another in method order, with a `run`
+    column; and each run's wall-clock seconds per trial (RunTiming.seconds_per_trial, its own work without the shared
+    trial data).
 
     numpy's BLAS (Newton's Hessians, the test metric) runs on as many threads as torch, the cell's share of the
     cores: Snakemake sets OPENBLAS_NUM_THREADS so for its jobs, a bare process (`dpfl bench`) does not, and two
@@ -133,7 +134,7 @@ class TrialShared:
     newton_converged: bool
 
 
-def _run_cell(job, inputs: dict, log) -> pd.DataFrame:
+def _run_cell(job, inputs: dict, log) -> CellResult:
     device = resolve_device(job.device)
     log(f"computing on {describe(device)}")
     p = {"noise_calibration": None, **job.params, **job.settings}
@@ -175,9 +176,9 @@ def _run_cell(job, inputs: dict, log) -> pd.DataFrame:
     for run, *_ in runs:
         df = pd.DataFrame(rows[run])
         df.insert(0, "run", run)
-        df["seconds_per_trial"] = seconds[run] / max(1, p["trials"])
         tables.append(df)
-    return pd.concat(tables, ignore_index=True)
+    timing = {run: RunTiming(seconds_per_trial=seconds[run] / max(1, p["trials"])) for run, *_ in runs}
+    return CellResult(pd.concat(tables, ignore_index=True), timing)
 
 
 def run_trial(p: dict, method: IsrlMethod, panel: dict, trial: int, shared: TrialShared, streams: Streams,

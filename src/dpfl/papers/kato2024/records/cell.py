@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dpfl.figure import CellResult
 from dpfl.papers.kato2024.panels import panel_of, seed_allocation
 
 
@@ -26,8 +27,8 @@ def counts(alloc: dict, n_users: int, n_silos: int):
     return histogram(user, silo, n_users, n_silos, mask), histogram(user, silo, n_users, n_silos, ~mask)
 
 
-def run_cell(job, inputs: dict, log):
-    """One panel: the (user, silo) counts of its allocation, one row per pair."""
+def run_cell(job, inputs: dict, log) -> CellResult:
+    """One panel: the (user, silo) counts of its allocation, one row per pair (nothing timed)."""
     import numpy as np
     import pandas as pd
 
@@ -41,6 +42,6 @@ def run_cell(job, inputs: dict, log):
     log(f"{job.cell}: {name}: {int(trained.sum())} training records of {U} users in {S} silos "
         f"({int(held.sum())} local-test records not counted)")
     users, silos = np.meshgrid(np.arange(U), np.arange(S), indexing="ij")
-    return pd.DataFrame({"panel": panel["id"], "user": users.ravel(), "silo": silos.ravel(),
-                         "records": trained.ravel(), "held_out": held.ravel(), "users": U, "silos": S,
-                         "distribution": panel["distribution"], "seed": seed, "allocation": name})
+    return CellResult(pd.DataFrame({"panel": panel["id"], "user": users.ravel(), "silo": silos.ravel(),
+                                    "records": trained.ravel(), "held_out": held.ravel(), "users": U, "silos": S,
+                                    "distribution": panel["distribution"], "seed": seed, "allocation": name}))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dpfl.figure import CellResult, RunTiming
 from dpfl.fl.engine import Evaluation
 from dpfl.papers.kato2024.panels import panel_of, seed_allocation
 from dpfl.papers.kato2024.streams import Streams
@@ -87,9 +88,9 @@ class TestEvaluation(Evaluation):
         return f"mean {self.metric} {np.nanmean(u):.4f}" if np.isfinite(u).any() else f"no finite {self.metric}"
 
 
-def run_cell(job, inputs: dict, log) -> pd.DataFrame:
+def run_cell(job, inputs: dict, log) -> CellResult:
     """The panel `job.cell`: every run of its params (`method_cells`: its methods, ULDP-AVG-ws per sampling rate), in
-    order, on the seeds' data loaded once; one table of their rows with a `run` column."""
+    order, on the seeds' data loaded once; one table of their rows with a `run` column, and each run's timing."""
     from dpfl.fl.device import keep_freed_memory, resolve_device
 
     p = job.params
@@ -109,20 +110,20 @@ def run_cell(job, inputs: dict, log) -> pd.DataFrame:
         data.append(d)
     del prepared
     runs = method_cells(p)
-    tables = []
+    tables, timing = [], {}
     for i, (method_id, q) in enumerate(runs, 1):
         run = run_id(panel["id"], method_id, q)
         log(f"run {i}/{len(runs)}: {run}")
-        df = run_method(p, panel, method_id, q, data, streams, device, log)
+        df, timing[run] = run_method(p, panel, method_id, q, data, streams, device, log)
         df.insert(0, "run", run)
         tables.append(df)
-    return pd.concat(tables, ignore_index=True)
+    return CellResult(pd.concat(tables, ignore_index=True), timing)
 
 
 def run_method(p: dict, panel: dict, method_id: str, q: float | None, data: list[dict], streams: Streams, device,
-               log) -> pd.DataFrame:
+               log) -> tuple[pd.DataFrame, RunTiming]:
     """One run of a panel cell: method `method_id` (at sampling rate q) on every seed's records `data` (not
-    modified), its seeds batched."""
+    modified), its seeds batched; its rows and its round loop's seconds per round."""
     import torch
 
     from dpfl.fl.device import describe
@@ -182,7 +183,6 @@ def run_method(p: dict, panel: dict, method_id: str, q: float | None, data: list
     df["users"], df["silos"], df["distribution"] = U, S, panel["distribution"]
     df["group_k"] = [group_ks[seeds.index(s)] if group_ks else np.nan for s in df["seed"]]
     df["multiplier_used"] = method.multiplier_used(sigma) if method.private else np.nan
-    df["seconds_per_round"] = run.seconds / T  # the round loop alone (the accounting above runs once per run)
     df["device"] = describe(device)
     df["metric"] = task["metric"]
-    return df
+    return df, RunTiming(seconds_per_round=run.seconds / T)  # the round loop alone (the accounting runs once per run)
