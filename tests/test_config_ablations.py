@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dpfl import config, paths
+from dpfl.config.overlays import deep_merge
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +40,7 @@ def test_the_items_of_every_figure_add_up_to_its_authors_code_params():
         code = cfg.figure(p, f)["authors_code"]
         merged: dict = {}
         for overlay in code["items"].values():
-            merged = config.deep_merge(merged, overlay)
+            merged = deep_merge(merged, overlay)
         assert merged == code["params"], (p, f)
 
 

@@ -334,12 +334,14 @@ def test_every_figure_family_is_registered_once():
 
 
 def test_the_documented_sizes_are_the_codes():
+    from dpfl.config_limits.kato2024 import _creditcard_training_records
+    from dpfl.config_limits.sizes import DOCUMENTED
     from dpfl.data.checks import CREDITCARD_FRAUDS, CREDITCARD_ROWS
     from dpfl.data.loaders import emnist, stackoverflow
     from dpfl.data.standins import insurance, mnist, obesity
     from dpfl.papers.kato2024.split import creditcard_split
 
-    sizes = config_limits.DOCUMENTED
+    sizes = DOCUMENTED
     assert sizes["mnist"]["train_labels"] == list(mnist.TRAIN_COUNTS)
     assert (sizes["mnist"]["train"], sizes["mnist"]["test"]) == (sum(mnist.TRAIN_COUNTS), sum(mnist.TEST_COUNTS))
     assert sizes["mnist"]["pixels"] == mnist.SIDE ** 2
@@ -350,7 +352,7 @@ def test_the_documented_sizes_are_the_codes():
     y = np.zeros(CREDITCARD_ROWS, np.int64)
     y[:CREDITCARD_FRAUDS] = 1
     train = creditcard_split(np.zeros((len(y), 1)), y, np.random.default_rng(0))["train"]
-    assert config_limits._creditcard_training_records(CREDITCARD_ROWS, CREDITCARD_FRAUDS) == len(train) == 24584
+    assert _creditcard_training_records(CREDITCARD_ROWS, CREDITCARD_FRAUDS) == len(train) == 24584
 
 
 # --------------------------------------------------------------------------------------------------

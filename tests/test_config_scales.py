@@ -1,4 +1,4 @@
-"""The scale files' family reductions (dpfl.config._scale_overlay): what they reach, what they never add, their
+"""The scale files' family reductions (dpfl.config.overlays._scale_overlay): what they reach, what they never add, their
 precedence and their errors."""
 
 import shutil

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from dpfl.data import sources
+from dpfl.data import fetchers, sources
 from dpfl.data.common import DataError, gzip_writer
 from dpfl.data.hashes import HASH_CACHE
 
@@ -216,7 +216,7 @@ def use_credentials(kind: str, monkeypatch, home: Path) -> None:
 @pytest.mark.parametrize("kind", ["key", "token", "token_file", "oauth"])
 def test_real_package_downloads_from_kaggle_with_credentials(kind, fake_kaggle, monkeypatch, tmp_path, capsys):
     use_credentials(kind, monkeypatch, tmp_path / "home")
-    assert sources.kaggle_credentials()
+    assert fetchers.kaggle_credentials()
     raw = tmp_path / "raw" / "insurance"
     lines: list[str] = []
     record = sources.acquire("insurance", insurance_entry(), raw, "real", None, log=lines.append)
@@ -363,4 +363,4 @@ def test_kaggle_credentials_are_where_the_package_reads_them(files, env, found, 
         (home / name).write_text(text)
     for var, value in env.items():
         monkeypatch.setenv(var, str(home / value))
-    assert sources.kaggle_credentials() == (str(home / found) if found else None)
+    assert fetchers.kaggle_credentials() == (str(home / found) if found else None)

@@ -1,6 +1,7 @@
-"""dpfl.data.sources: the order of sources (mirror -> URLs -> Kaggle -> stand-in), verification before use, the
-`real` / `standin` modes, SOURCE.json, and that a failed attempt leaves no file behind. Every source is simulated
-locally (folders, file:// URLs, an http.server on 127.0.0.1, a fake `kaggle` module): nothing is downloaded."""
+"""dpfl.data.sources (with dpfl.data.fetchers and dpfl.data.staging): the order of sources (mirror -> URLs ->
+Kaggle -> stand-in), verification before use, the `real` / `standin` modes, SOURCE.json, and that a failed attempt
+leaves no file behind. Every source is simulated locally (folders, file:// URLs, an http.server on 127.0.0.1, a fake
+`kaggle` module): nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from dpfl import config
-from dpfl.data import sources
+from dpfl.data import checks, fetchers, sources
 from dpfl.data.common import DataError, sha256_gzip_content
 from dpfl.data.hashes import HASH_CACHE
 
@@ -179,7 +180,7 @@ def test_zip_member_and_gzip_storage_with_content_check(tmp_path, monkeypatch, s
         calls.append(path.name)
         return "1 row"
 
-    monkeypatch.setitem(sources.checks.CHECKS, "creditcard", check)
+    monkeypatch.setitem(checks.CHECKS, "creditcard", check)
     e = entry([{"name": "table.csv.gz", "gzip": True, "check": "creditcard",
                 "urls": [{"url": f"{base}/bundle.zip", "member": "table.csv"}]}])
     raw = tmp_path / "raw"
@@ -227,15 +228,15 @@ def test_tampered_archive_is_not_unpacked(tmp_path, server):
 
 
 def test_kaggle_credentials_detection(monkeypatch, tmp_path):
-    assert sources.kaggle_credentials() is None
+    assert fetchers.kaggle_credentials() is None
     monkeypatch.setenv("KAGGLE_USERNAME", "u")
     monkeypatch.setenv("KAGGLE_KEY", "k")
-    assert sources.kaggle_credentials() == "KAGGLE_USERNAME/KAGGLE_KEY"
+    assert fetchers.kaggle_credentials() == "KAGGLE_USERNAME/KAGGLE_KEY"
     monkeypatch.delenv("KAGGLE_KEY")
     token = tmp_path / "home" / ".kaggle" / "kaggle.json"
     token.parent.mkdir(parents=True)
     token.write_text("{}")
-    assert sources.kaggle_credentials() == str(token)
+    assert fetchers.kaggle_credentials() == str(token)
 
 
 def test_kaggle_source_after_urls(monkeypatch, tmp_path):

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from dpfl import config
-from dpfl.data import sources
+from dpfl.data import fetchers, sources
 from dpfl.data.common import DataError, save_prepared, sha256_file
 from dpfl.data.loaders import creditcard
 from dpfl.papers.kato2024.allocation import allocate_flamby, allocate_records, build_flamby, build_records
@@ -212,8 +212,8 @@ def offline(monkeypatch, no_credentials):
     def no_kaggle(*args, **kwargs):
         raise AssertionError("Kaggle must not be tried without credentials")
 
-    monkeypatch.setattr(sources, "_download", no_network)
-    monkeypatch.setattr(sources, "_fetch_kaggle", no_kaggle)
+    monkeypatch.setattr(fetchers, "_download", no_network)
+    monkeypatch.setattr(fetchers, "_fetch_kaggle", no_kaggle)
     return tried
 
 

@@ -189,7 +189,7 @@ def test_the_test_extra_runs_the_kaggle_and_slurm_tests():
 
 
 def test_a_missing_kaggle_package_names_the_extra(monkeypatch, tmp_path):
-    from dpfl.data import sources
+    from dpfl.data import fetchers
     from dpfl.data.common import DataError
 
     # `import kaggle` (and of its modules, even where an earlier test imported them) raises ImportError
@@ -197,7 +197,7 @@ def test_a_missing_kaggle_package_names_the_extra(monkeypatch, tmp_path):
             m for m in sys.modules if m.startswith("kaggle.")}:
         monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(DataError) as err:
-        sources._fetch_kaggle("insurance", {"kaggle": "someone/data", "files": []}, tmp_path, lambda line: None)
+        fetchers._fetch_kaggle("insurance", {"kaggle": "someone/data", "files": []}, tmp_path, lambda line: None)
     assert "pip install -e '.[kaggle]'" in str(err.value)
 
 
@@ -245,7 +245,7 @@ def distributions(module: str) -> set[str]:
 def test_the_import_finder_sees_imports():
     found = imports(["src"])
     assert {"numpy", "torch", "yaml"} <= set(found)
-    assert found["kaggle"] == {"src/dpfl/data/sources.py": True}  # imported only inside _fetch_kaggle
+    assert found["kaggle"] == {"src/dpfl/data/fetchers.py": True}  # imported only inside _fetch_kaggle
     assert found["referencing"] == {"src/dpfl/config/schema.py": False}
 
 

@@ -576,7 +576,7 @@ def test_the_reason_a_dataset_is_a_stand_in_is_shown(tmp_path):
 
 def test_compute_seconds_count_only_the_cells_the_table_read(tmp_path):
     """A stale timing sidecar left in cells/ (an older cell layout, another scale) is not this run's compute."""
-    from dpfl.report import cells_seconds
+    from dpfl.record import cells_seconds
 
     cells = tmp_path / "cells"
     cells.mkdir()

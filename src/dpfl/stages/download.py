@@ -1,5 +1,5 @@
 """Stage `download`: a dataset's raw files in data/raw/<dataset>/ and their provenance SOURCE.json
-(see dpfl.data.sources for the order of sources, verification and atomicity)."""
+(see dpfl.data.sources for the order of sources, dpfl.data.staging for verification and atomicity)."""
 
 from __future__ import annotations
 
