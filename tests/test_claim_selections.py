@@ -94,8 +94,8 @@ def union_known(parts: dict):
 
 
 def selections(check: dict) -> list[tuple[str, dict]]:
-    """(name, selector) of every row selection a check makes (as dpfl.claims.checks does): with compare's
-    per_figure, also each named figure's (its selection merged into `select`, on that figure's rows)."""
+    """(name, selector) of every row selection a check makes (as dpfl.claims.checks and dpfl.claims.paired do): with
+    compare's per_figure, also each named figure's (its selection merged into `select`, on that figure's rows)."""
     base = dict(check.get("select") or {})
     if check["kind"] == "order":
         return [(f"{check['by']} = {v}", {**base, check["by"]: v}) for v in check["values"]]

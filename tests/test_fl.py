@@ -13,7 +13,8 @@ from dpfl.fl.device import DeviceError, resolve_device
 from dpfl.fl.engine import (Divergence, Evaluation, FreezeNonFinite, IterateAverage, NoFreeze, RoundRule,
                             progress_rounds, run_rounds)
 from dpfl.fl.aggregate import clip_updates
-from dpfl.fl.gradients import FlatModel, per_example_grads
+from dpfl.fl.flat_model import FlatModel
+from dpfl.fl.gradients import per_example_grads
 from dpfl.models.glm import GLM
 
 KINDS = ["logistic", "linear", "softmax"]

@@ -1,5 +1,5 @@
-"""The fused local-training loops of dpfl.fl.gradients (the same numbers, less work per step) against the
-per-step paths they replace, bit for bit: one draw of every dropout site's fair coins (`fair_masks`) against
+"""The fused local-training loops of dpfl.fl.gradients and dpfl.fl.flat_model (the same numbers, less work per step)
+against the per-step paths they replace, bit for bit: one draw of every dropout site's fair coins (`fair_masks`) against
 `keep_mask` per site, `MlpPath.sgd` (each epoch's rows gathered once, targets and row weights once per epoch) against
 `_ModulePath.sgd` (epoch_batches and one `sgd_step` per step) on the Creditcard MLP and a Sequential with an in-place
 masked ReLU, DP-SGD's cached parameter views, and the CPU mean written as sum / n."""
@@ -13,8 +13,10 @@ from torch import nn
 
 from dpfl.fl.buckets import active_pairs, make_buckets
 from dpfl.fl.device import keep_freed_memory
-from dpfl.fl.gradients import FlatModel, MlpPath, _ModulePath, _row_mean, fair_masks, keep_mask
+from dpfl.fl.flat_model import FlatModel, fair_masks, keep_mask
+from dpfl.fl.gradients import MlpPath, _ModulePath
 from dpfl.fl.local import dp_sgd, local_sgd
+from dpfl.fl.mlp import _row_mean
 from dpfl.models.nets import build_model
 from conftest import masked_sequential_forward
 

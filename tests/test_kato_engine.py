@@ -26,7 +26,8 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from dpfl.fl.buckets import make_buckets, poisson_rows
-from dpfl.fl.gradients import FlatModel, MlpPath, keep_mask, per_example_grads
+from dpfl.fl.flat_model import FlatModel, keep_mask
+from dpfl.fl.gradients import MlpPath, per_example_grads
 from dpfl.fl.local import clipped_mean_grad_sums, dp_sgd, local_sgd, mean_grads
 from dpfl.models.metrics import cox_partial_likelihood
 from dpfl.models.nets import LinearScore, build_model

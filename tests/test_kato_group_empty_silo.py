@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from dpfl.fl.gradients import FlatModel
+from dpfl.fl.flat_model import FlatModel
 from dpfl.fl.local import dp_sgd
 from dpfl.models.nets import build_model
 from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves

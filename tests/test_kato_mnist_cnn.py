@@ -28,7 +28,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from dpfl.fl.aggregate import pair_weights, weighted_clipped_sum
 from dpfl.fl.buckets import make_buckets
-from dpfl.fl.gradients import FlatModel, keep_mask
+from dpfl.fl.flat_model import FlatModel, keep_mask
 from dpfl.fl.local import local_sgd
 from dpfl.models.nets import MnistCNN, build_model
 from dpfl.papers.kato2024.methods import BY_ID

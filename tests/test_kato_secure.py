@@ -189,7 +189,7 @@ def test_protocol_with_exchanged_keys_and_seed():
 def test_a_private_round_of_uldp_avg_w_equals_its_plaintext_update_and_times_every_phase():
     """Heart-like data (linear logistic model), 2 silos, 6 users, one with records in one silo only; -ws sampling
     leaves a user out. θ' = θ + η_g/(U·S·q)·Σ_s message_s, the decrypted sum equal to the plaintext one."""
-    from dpfl.fl.gradients import FlatModel
+    from dpfl.fl.flat_model import FlatModel
     from dpfl.models.nets import build_model
     from dpfl.papers.kato2024.methods import BY_ID
     from dpfl.papers.kato2024.protocol.secure import secure_round
@@ -319,7 +319,7 @@ def test_ws_round_trains_every_user_and_weights_the_unsampled_ones_by_zero(monke
     Enc(0) makes their weight 0: the decrypted sum is the plaintext sum over the sampled users, in both modes. The
     blinded histogram runs once; the server's broadcast every round."""
     import dpfl.fl.local
-    from dpfl.fl.gradients import FlatModel
+    from dpfl.fl.flat_model import FlatModel
     from dpfl.models.nets import build_model
     from dpfl.papers.kato2024.federation import Federation
     from dpfl.papers.kato2024.methods import BY_ID

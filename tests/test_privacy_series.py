@@ -1,6 +1,7 @@
 """dpfl.privacy.series gives the very bits of dp-accounting's RdpAccountant (Poisson-subsampled Gaussian) and opacus's
 compute_rdp at fractional orders, which rdp_per_step combined before it existed: compared value by value (NaN where
-opacus raises, +inf where dp-accounting's series does not converge), on the orders of the group conversion too."""
+opacus raises, +inf where dp-accounting's series does not converge), on the orders of the group conversion too; and
+dpfl.privacy.series_wor those of dp-accounting's sampled-without-replacement Gaussian."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as dpa
 
-from dpfl.privacy import rdp, series
+from dpfl.privacy import rdp, series, series_wor
 from dpfl.privacy.group import group_rdp_orders
 from dpfl.privacy.rdp import STANDARD_ORDERS, SampledGaussian
 
@@ -188,7 +189,7 @@ def test_arguments_outside_the_replica_raise():
         series.opacus_poisson_rdp(0.1, 1.0, [3.0])
 
 
-# ---- dp-accounting's sampled-without-replacement Gaussian (REPLACE_ONE): series.dpa_wor_rdp --------------------
+# ---- dp-accounting's sampled-without-replacement Gaussian (REPLACE_ONE): series_wor.dpa_wor_rdp ----------------
 
 
 def library_wor(population, batch, z, orders):
@@ -206,15 +207,15 @@ WOR_ORDERS = [1.01, 1.5, 2.0, 2.5, 3.0, 17.25, 128.0, 255.5, 256.0, 256.5, 257.0
 
 @pytest.mark.parametrize("population, batch, z", WOR_CASES)
 def test_wor_bound_is_dp_accountings_to_the_bit(population, batch, z):
-    series._WOR_DELTAS.clear()  # the forward differences computed afresh, then reused (both must give the bits)
+    series_wor._WOR_DELTAS.clear()  # the forward differences computed afresh, then reused (both must give the bits)
     for _ in range(2):
-        got = series.dpa_wor_rdp(batch / population, z, STANDARD_ORDERS)
+        got = series_wor.dpa_wor_rdp(batch / population, z, STANDARD_ORDERS)
         assert same_bits(got, library_wor(population, batch, z, STANDARD_ORDERS))
 
 
 @pytest.mark.parametrize("population, batch, z", [(500, 1, 1.3), (10, 9, 0.05), (100, 50, 200.0)])
 def test_wor_bound_at_large_fractional_and_infinite_orders(population, batch, z):
-    got = series.dpa_wor_rdp(batch / population, z, WOR_ORDERS)
+    got = series_wor.dpa_wor_rdp(batch / population, z, WOR_ORDERS)
     assert same_bits(got, library_wor(population, batch, z, WOR_ORDERS))
     assert np.isinf(got[-1]) and np.isfinite(got[:-1]).all()
 
@@ -223,11 +224,11 @@ def test_wor_forward_differences_are_the_librarys():
     """Computed once per sigma for the largest order and cut: the k-th difference does not depend on how many the
     library's per-order call asks for."""
     for z in (0.05, 1.0, 30.0):
-        series._WOR_DELTAS.clear()
-        big = series._wor_deltas(z, 200)
+        series_wor._WOR_DELTAS.clear()
+        big = series_wor._wor_deltas(z, 200)
         for n in (2, 11, 63, 200):
             want, _ = dpa._get_forward_diffs(lambda x, z=z: x * 1.0 * (x + 1) / (2.0 * z**2), n)
-            assert same_bits(series._wor_deltas(z, n), want) and same_bits(big[:n + 2], want)
+            assert same_bits(series_wor._wor_deltas(z, n), want) and same_bits(big[:n + 2], want)
 
 
 def test_wor_edge_cases_are_the_librarys(monkeypatch):
@@ -235,22 +236,23 @@ def test_wor_edge_cases_are_the_librarys(monkeypatch):
     exp/log1p differ from their array loop (the library's own function is then used)."""
     orders = [1.0, 1.5, 2.0, 7.5, 12.0]
     with np.errstate(all="ignore"):
-        assert same_bits(series.dpa_wor_rdp(1.0, 2.0, orders), library_wor(5, 5, 2.0, orders))
-        assert same_bits(series.dpa_wor_rdp(0.25, 2.0, orders), library_wor(8, 2, 2.0, orders))
-        assert same_bits(series.dpa_wor_rdp(0.25, np.float64(0.7), orders), library_wor(8, 2, np.float64(0.7), orders))
-        monkeypatch.setattr(series, "_NUMPY_SCALAR_PROBE", [False])
-        monkeypatch.setattr(series, "_dpa_wor_log_a_ints", lambda *a: pytest.fail("replica used"))
-        assert same_bits(series.dpa_wor_rdp(0.25, 2.0, orders), library_wor(8, 2, 2.0, orders))
+        assert same_bits(series_wor.dpa_wor_rdp(1.0, 2.0, orders), library_wor(5, 5, 2.0, orders))
+        assert same_bits(series_wor.dpa_wor_rdp(0.25, 2.0, orders), library_wor(8, 2, 2.0, orders))
+        assert same_bits(series_wor.dpa_wor_rdp(0.25, np.float64(0.7), orders),
+                         library_wor(8, 2, np.float64(0.7), orders))
+        monkeypatch.setattr(series_wor, "_NUMPY_SCALAR_PROBE", [False])
+        monkeypatch.setattr(series_wor, "_dpa_wor_log_a_ints", lambda *a: pytest.fail("replica used"))
+        assert same_bits(series_wor.dpa_wor_rdp(0.25, 2.0, orders), library_wor(8, 2, 2.0, orders))
 
 
 def test_rdp_per_step_without_replacement_is_unchanged_by_the_replica(monkeypatch):
-    assert series.SAME_LIBRARIES and series._numpy_scalar_is_array()
+    assert series.SAME_LIBRARIES and series_wor._numpy_scalar_is_array()
     mech = SampledGaussian("without_replacement", population=60, batch_size=6)
     orders = tuple(STANDARD_ORDERS[::3]) + (300.0, 300.5)
     rdp._rdp_per_step_cached.cache_clear()
     fast = rdp.rdp_per_step(mech, 0.9, orders)
     monkeypatch.setattr(series, "SAME_LIBRARIES", False)
-    monkeypatch.setattr(series, "dpa_wor_rdp", lambda *a: pytest.fail("replica used"))
+    monkeypatch.setattr(series_wor, "dpa_wor_rdp", lambda *a: pytest.fail("replica used"))
     rdp._rdp_per_step_cached.cache_clear()
     slow = rdp.rdp_per_step(mech, 0.9, orders)
     rdp._rdp_per_step_cached.cache_clear()

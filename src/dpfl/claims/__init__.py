@@ -67,12 +67,18 @@ decided, when one of `settings` is reduced); neither changes the check.
 
 The package, one concern a module (each imports only the ones listed before it, by absolute imports:
 dpfl.codedeps and tests/test_architecture.py read those):
-  selection  choosing, labelling and pairing rows of the table; the pointwise and per-group tallies the kinds share
-  checks     the check kinds, one function each (CHECKS)
-  schema     the keys of each kind (CHECK_KEYS) and the configuration schema generated from them (check_schema)
-  reasons    the sentence of a check (REASONS, check_reason) and of a claim (claim_reason), and number formats
-  verdicts   a claim's verdict (evaluate_claim, evaluate), why a verdict is not a pass (cause_of,
-             scale_reductions), and helpers for the report (summarize_check, rounded)
+  selection      choosing, labelling and pairing rows of the table; the pointwise and per-group tallies the kinds
+                 share
+  paired         the check kinds on the paired points of a left and a right selection (compare, eventually,
+                 mean_relative_gap)
+  checks         the other check kinds, one function each, and the registry of all of them (CHECKS)
+  schema         the keys of each kind (CHECK_KEYS) and the configuration schema generated from them (check_schema)
+  formats        how the reasons write numbers (fmt, fmt_x, fmt_cfg)
+  reasons        the sentence of a check, one builder per kind (REASONS, check_reason)
+  claim_reasons  the sentence of a claim (claim_reason) and of a check whose selection found no rows
+                 (no_rows_reason)
+  verdicts       a claim's verdict (evaluate_claim, evaluate), why a verdict is not a pass (cause_of,
+                 scale_reductions), and helpers for the report (summarize_check, rounded)
 This module re-exports their public names (and `_crossing`, which the tests use), so that
 `from dpfl.claims import ...` and `dpfl.claims.<name>` keep working.
 """
@@ -80,18 +86,9 @@ This module re-exports their public names (and `_crossing`, which the tests use)
 from __future__ import annotations
 
 from dpfl.claims.checks import CHECKS, _crossing  # noqa: F401  (_crossing: for the tests)
-from dpfl.claims.reasons import (
-    NOT_OP,
-    OP_TEXT,
-    REASONS,
-    VERB,
-    check_reason,
-    claim_reason,
-    fmt,
-    fmt_cfg,
-    fmt_x,
-    no_rows_reason,
-)
+from dpfl.claims.claim_reasons import VERB, claim_reason, no_rows_reason
+from dpfl.claims.formats import fmt, fmt_cfg, fmt_x
+from dpfl.claims.reasons import NOT_OP, OP_TEXT, REASONS, check_reason
 from dpfl.claims.schema import (
     CHECK_KEYS,
     CHECK_META_KEYS,
@@ -123,8 +120,8 @@ __all__ = [
     # schema
     "CHECK_KEYS", "CHECK_META_KEYS", "CHECK_SCHEMA_ID", "KEY_SCHEMAS", "SELECTOR_SCHEMA", "WHERE_X_SCHEMA", "CheckKeys",
     "check_keys", "check_schema",
-    # reasons
-    "NOT_OP", "OP_TEXT", "REASONS", "VERB", "check_reason", "claim_reason", "fmt", "fmt_cfg", "fmt_x", "no_rows_reason",
+    # formats, reasons, claim_reasons
+    "fmt", "fmt_cfg", "fmt_x", "NOT_OP", "OP_TEXT", "REASONS", "check_reason", "VERB", "claim_reason", "no_rows_reason",
     # verdicts
     "CAUSES", "cause_of", "evaluate", "evaluate_claim", "rounded", "scale_reductions", "summarize_check", "x_name_of",
 ]

@@ -1,54 +1,16 @@
 """Reasons (dpfl.claims): one sentence per check, built from the numbers its check kind returned (REASONS: one
-builder per kind; check_reason), and per claim (claim_reason: the checks that decided the verdict); and the
-number formats they use (fmt, fmt_x, fmt_cfg)."""
+builder per kind; check_reason). The sentence of a claim and of a check whose selection found no rows are in
+dpfl.claims.claim_reasons; the number formats both use in dpfl.claims.formats."""
 
 from __future__ import annotations
 
 import math
 
+from dpfl.claims.formats import fmt, fmt_cfg, fmt_pct, fmt_pct_cfg, fmt_x
 from dpfl.claims.selection import _selector_text, _tol_for, rel_difference
 
 OP_TEXT = {"<": "<", "<=": "≤", ">": ">", ">=": "≥"}
 NOT_OP = {"<": "≥", "<=": ">", ">": "≤", ">=": "<"}
-VERB = {"pass": "passes", "fail": "fails", "inconclusive": "inconclusive"}
-
-
-def fmt(v) -> str:
-    """A measured value, 3 significant digits (0.680, 0.00269, 3,267, 5e+09)."""
-    if v is None:
-        return "none"
-    v = float(v)
-    if not math.isfinite(v):
-        return "∞" if v > 0 else ("−∞" if v < 0 else "nan")
-    a = abs(v)
-    if a == 0:
-        return "0"
-    if a >= 1e6 or a < 1e-4:
-        return f"{v:.3g}"
-    if a >= 1000:
-        return f"{v:,.0f}"
-    return f"{v:#.3g}".rstrip(".")
-
-
-def fmt_x(v) -> str:
-    """A grid value as given (0.125, 3, 18)."""
-    v = float(v)
-    return f"{v:,.0f}" if v.is_integer() and 1000 <= abs(v) < 1e6 else f"{v:g}"
-
-
-def fmt_cfg(v) -> str:
-    """A configured threshold as written (0.005, 0.02, 2,100)."""
-    return fmt_x(v) if isinstance(v, (int, float)) else str(v)
-
-
-def fmt_pct(v) -> str:
-    """A relative difference as a percentage, 3 significant digits (4.96%, 213%, 10,353%)."""
-    return fmt(100 * float(v)) + "%"
-
-
-def fmt_pct_cfg(v) -> str:
-    """A configured relative tolerance as a percentage, as written (0.05: 5%, 0.025: 2.5%)."""
-    return fmt_cfg(round(100 * float(v), 10)) + "%"
 
 
 def _at(at: dict, x_name: str) -> str:
@@ -424,63 +386,3 @@ REASONS = {
 def check_reason(check: dict, verdict: str, numbers: dict, x_name: str = "x") -> str:
     """Why a check got its verdict, in words built from its numbers (without the leading verdict)."""
     return REASONS[check["kind"]](check, verdict, numbers, x_name)
-
-
-def _value_text(v) -> str:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return '""' if v == "" else str(v)
-    return fmt_x(v)
-
-
-def _values_text(values: list, count: int | None = None) -> str:
-    text = ", ".join(_value_text(v) for v in values)
-    return text + (f", … ({count} values)" if count and count > len(values) else "")
-
-
-def _where_text(where_x: dict, x_name: str) -> str:
-    words = {"gt": ">", "ge": "≥", "lt": "<", "le": "≤"}
-    return " and ".join(f"{x_name} {words[k]} {fmt_cfg(v)}" for k, v in where_x.items())
-
-
-def no_rows_reason(claim_id: str, index: int, check: dict, numbers: dict, x_name: str = "x") -> str:
-    """Why a check could not be evaluated (its selection found no rows, dpfl.claims.selection.NoRowsError), without
-    the leading verdict: the claim id, the check, the selection, and the values the table holds in the selected
-    columns (numbers: dpfl.claims.selection.describe_no_rows)."""
-    n = numbers["no_rows"]
-    sels = n["selections"]
-    named = " and ".join(f"{name} ({_selector_text(sel) or 'every row'})" for name, sel in sels.items())
-    head = f"claim {claim_id}, check {index} ({check['kind']}): "
-    if n.get("unpaired"):
-        cols = ", ".join(x_name if k == "x" else k for k in n["unpaired"])
-        sides = "; ".join(f"{name} has " + ", ".join(f"{x_name if k == 'x' else k} {_values_text(v)}"
-                                                     for k, v in cols_vals.items())
-                          for name, cols_vals in n["paired_values"].items())
-        text = f"{head}{named} share no {cols} to compare ({sides})"
-    elif "x" in n:
-        text = (f"{head}{named} has no row at {x_name} = {fmt_cfg(n['x'])} (its {x_name}: "
-                f"{_values_text(n['x_in_selection']) or 'none'})")
-    else:
-        text = f"{head}{named} selects no rows of this table"
-        if n["absent"]:
-            text += ": no row has " + " or ".join(
-                f"{col} = {'/'.join(_value_text(v) for v in vals)}" for col, vals in n["absent"].items())
-        elif n.get("where_x"):
-            text += (f" where {_where_text(n['where_x'], x_name)} (its {x_name} without that: "
-                     f"{_values_text(n['x_without_where_x']) or 'none'})")
-        else:
-            text += ": each selected value is in the table, but no row has them all"
-    if n["table_values"]:
-        text += "; the table has " + "; ".join(f"{col} {_values_text(v, n['values_in_table'].get(col))}"
-                                               for col, v in n["table_values"].items())
-    return text
-
-
-def claim_reason(results: list[dict], verdict: str, data_source: str) -> str:
-    """One sentence: the verdict and the reasons of the checks that decided it (and of every check that could not be
-    evaluated, whatever the verdict)."""
-    decisive = [r["reason"] for r in results if r["verdict"] == verdict or "no_rows" in r["numbers"]] \
-        or [r["reason"] for r in results]
-    body = "; ".join(decisive)
-    if data_source == "standin":
-        return f"stand-in data, not evidence (on the synthetic data it {VERB[verdict]}: {body})"
-    return f"{VERB[verdict]}: {body}"

@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 
 from dpfl.claims.checks import CHECKS
-from dpfl.claims.reasons import check_reason, claim_reason, fmt_cfg, no_rows_reason
+from dpfl.claims.claim_reasons import claim_reason, no_rows_reason
+from dpfl.claims.formats import fmt_cfg
+from dpfl.claims.reasons import check_reason
 from dpfl.claims.selection import SEVERITY, ClaimSpecError, NoRowsError, describe_no_rows
 from dpfl.paths import ablation_name
 

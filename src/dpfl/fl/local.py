@@ -2,7 +2,7 @@
 matrix θ (P, D), trained on its own padded, masked records (a `Bucket` of dpfl.fl.buckets). No per-pair module copies
 and no Python loop over pairs: one batched step per minibatch position. These functions do what every model shares
 (eval mode, batching, sampling, noise); the model-specific work (outputs, gradients, fused updates) is the gradient
-path of its `FlatModel` (dpfl.fl.gradients), chosen once when the FlatModel is built.
+path (dpfl.fl.gradients) of its `FlatModel` (dpfl.fl.flat_model), chosen once when the FlatModel is built.
 
 - `local_sgd`: Q epochs of shuffled minibatch SGD (batch B, lr η) for every pair (torch DataLoader semantics: the
   last batch of an epoch holds the remainder), or Adam's update; returns θ_pair after training.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from dpfl.fl.buckets import Bucket, active_pairs, gather_rows, poisson_rows
-from dpfl.fl.gradients import FlatModel
+from dpfl.fl.flat_model import FlatModel
 
 
 def local_sgd(fm: FlatModel, theta: torch.Tensor, bucket: Bucket, *, epochs: int, batch: int, lr: float,

@@ -54,7 +54,7 @@ class MlpPlan:
     ce: bool
 
     @classmethod
-    def of(cls, fm) -> "MlpPlan":  # fm: dpfl.fl.gradients.FlatModel
+    def of(cls, fm) -> "MlpPlan":  # fm: dpfl.fl.flat_model.FlatModel
         index = {name: i for i, name in enumerate(fm.names)}
         layers = tuple((kind, index.get(pre + "weight"), index.get(pre + "bias"), getattr(layer, "eps", None))
                        for kind, pre, layer in fm.mlp)

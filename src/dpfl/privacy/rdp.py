@@ -14,8 +14,8 @@ series (spec README §4: "same results as opacus"). Where opacus's signed sum br
 so the value is never below what the exact series allows. Integer orders agree in both libraries.
 For the Poisson-subsampled Gaussian both libraries' numbers come from dpfl.privacy.series, which gives their bits in
 a fraction of their time (their scalar loops take minutes at the large orders of the group conversion); so do
-dp-accounting's for the sampled-without-replacement Gaussian (its O(order^2) scalar loops per order dominated the
-noise calibration of lowy2023).
+dp-accounting's for the sampled-without-replacement Gaussian, from dpfl.privacy.series_wor (its O(order^2) scalar
+loops per order dominated the noise calibration of lowy2023).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import dp_accounting
 import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 
-from dpfl.privacy import series
+from dpfl.privacy import series, series_wor
 
 # dp-accounting logs a warning for every order whose series fails to converge (it then excludes the
 # order by setting its RDP to +inf, which is the correct, conservative outcome). Keep the logs readable.
@@ -89,7 +89,8 @@ def _rdp_per_step_cached(mechanism: SampledGaussian, z: float, orders: tuple[flo
         bound = series.dpa_poisson_rdp(mechanism.q, z, orders)
     elif mechanism.sampling == "without_replacement" and series.SAME_LIBRARIES:  # dp-accounting's, vectorized
         event = mechanism.event(z)
-        bound = series.dpa_wor_rdp(event.sample_size / event.source_dataset_size, event.event.noise_multiplier, orders)
+        bound = series_wor.dpa_wor_rdp(event.sample_size / event.source_dataset_size, event.event.noise_multiplier,
+                                       orders)
     else:
         accountant = _rdp.RdpAccountant(list(orders), mechanism.neighboring_relation)
         accountant.compose(mechanism.event(z), 1)

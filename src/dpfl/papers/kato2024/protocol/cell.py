@@ -120,7 +120,7 @@ def run_cell(job, inputs: dict, log) -> CellResult:
 
     from dpfl.fl.device import describe, resolve_device
     from dpfl.fl.engine import NoFreeze, progress_rounds, run_rounds
-    from dpfl.fl.gradients import FlatModel
+    from dpfl.fl.flat_model import FlatModel
     from dpfl.io import Progress
     from dpfl.models.nets import build_model
     from dpfl.papers.kato2024.federation import Federation

@@ -128,7 +128,7 @@ def run_method(p: dict, panel: dict, method_id: str, q: float | None, data: list
 
     from dpfl.fl.device import describe
     from dpfl.fl.engine import FreezeNonFinite, progress_rounds, run_rounds
-    from dpfl.fl.gradients import FlatModel
+    from dpfl.fl.flat_model import FlatModel
     from dpfl.io import Progress
     from dpfl.models.nets import build_model
     from dpfl.papers.kato2024.federation import Federation

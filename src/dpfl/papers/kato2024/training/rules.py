@@ -22,7 +22,7 @@ import torch
 from dpfl.fl.aggregate import clip_updates, weighted_clipped_sum
 from dpfl.fl.buckets import Bucket
 from dpfl.fl.engine import RoundRule
-from dpfl.fl.gradients import FlatModel
+from dpfl.fl.flat_model import FlatModel
 from dpfl.fl.local import clipped_mean_grad_sums, dp_sgd, local_sgd, mean_grads
 from dpfl.papers.kato2024.federation import Federation, subset
 
