@@ -15,6 +15,7 @@ from dpfl.jobs import CellJob
 from dpfl.papers.lowy2023.cell import Streams, local_steps, run_cell, step_grid
 from dpfl.papers.lowy2023.layout import LowyLayout
 from dpfl.papers.lowy2023.methods import BY_ID
+from dpfl.papers.lowy2023.settings import StepGrids
 from dpfl.papers.lowy2023.table import aggregate
 from dpfl.seeds import rng_for
 
@@ -24,17 +25,18 @@ GRIDS = {"minibatch": {"start": -2, "stop": 0, "num": 3}, "local": {"start": -4,
 
 @pytest.mark.parametrize("scale, factor", [("silos_per_round", 5), ("local", 7), (None, 1)])
 def test_minibatch_grid_is_rescaled_by_m_or_k(scale, factor):
-    p = {"step_grids": GRIDS, "mb_step_scale": scale}
-    got = step_grid(p, BY_ID["noisy_mb_sgd"], M=5, K=7)
+    grids = StepGrids.from_params(GRIDS)
+    got = step_grid(grids, scale, BY_ID["noisy_mb_sgd"], M=5, K=7)
     np.testing.assert_allclose(got, np.exp(np.linspace(-2, 0, 3)) * factor)
     # Local SGD is never rescaled; a method's own grid wins over its update's, and `first` truncates it
-    np.testing.assert_allclose(step_grid(p, BY_ID["local_sgd"], 5, 7), np.exp(np.linspace(-4, -1, 4)))
-    np.testing.assert_allclose(step_grid(p, BY_ID["noisy_local_sgd"], 5, 7), np.exp(np.linspace(-6, -1, 6))[:2])
+    np.testing.assert_allclose(step_grid(grids, scale, BY_ID["local_sgd"], 5, 7), np.exp(np.linspace(-4, -1, 4)))
+    np.testing.assert_allclose(step_grid(grids, scale, BY_ID["noisy_local_sgd"], 5, 7),
+                               np.exp(np.linspace(-6, -1, 6))[:2])
 
 
 def test_local_steps_formula():
-    assert local_steps({"epsilons": [0.5, 18], "rounds": 35}, 1238) == int(np.floor(1238 * np.sqrt(18 / 140)))
-    assert local_steps({"epsilons": [1e-9], "rounds": 35}, 10) == 1  # at least one step
+    assert local_steps(1238, 18.0, 35) == int(np.floor(1238 * np.sqrt(18 / 140)))
+    assert local_steps(10, 1e-9, 35) == 1  # at least one step
 
 
 def test_rng_for_is_deterministic_and_keyed():

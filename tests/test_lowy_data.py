@@ -3,6 +3,7 @@ splits and standardization follow spec §1."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ from pathlib import Path
 from dpfl import config
 from dpfl.papers.lowy2023.cell import local_steps
 from dpfl.papers.lowy2023.methods import BY_ID
+from dpfl.papers.lowy2023.settings import Implementation
 from dpfl.papers.lowy2023.split import even_odd_pairs, trial_data
 
 MNIST_PER_DIGIT = 774
@@ -24,15 +26,14 @@ def cfg():
     return config.load(ROOT)
 
 
-def impl(cfg, figure: str = "fig4", mode: str = "none") -> dict:
+def impl(cfg, figure: str = "fig4", mode: str = "none") -> Implementation:
     """The `implementation` settings a figure runs with (the paper's, or the authors' code's)."""
-    return cfg.figure_params("lowy2023", figure, mode)["implementation"]
+    return Implementation.from_params(cfg.figure_params("lowy2023", figure, mode))
 
 
-PAPER = {"mnist_silos": "per_trial_split", "lipschitz": "data", "class_silo_sampling": "without_replacement"}
-AUTHORS_MNIST = {"mnist_silos": "bootstrap_fixed_split", "lipschitz": "data_silo1",
-                 "class_silo_sampling": "without_replacement"}
-AUTHORS_OBESITY = {"mnist_silos": "per_trial_split", "lipschitz": 20, "class_silo_sampling": "with_replacement"}
+PAPER = Implementation.paper()
+AUTHORS_MNIST = dataclasses.replace(PAPER, mnist_silos="bootstrap_fixed_split", lipschitz="data_silo1")
+AUTHORS_OBESITY = dataclasses.replace(PAPER, lipschitz=20.0, class_silo_sampling="with_replacement")
 
 
 def mnist_pool(arrays, log):
@@ -67,8 +68,7 @@ def test_mnist_trial_split_sizes(fake_mnist):
     t = trial_data("mnist", pool, 25, np.random.default_rng(1), PAPER)
     assert t.train.counts.tolist() == [1238] * 25 and len(t.y_test) == 25 * 310
     assert t.lipschitz == pytest.approx(2 * np.linalg.norm(t.train.pooled_X, axis=1).max())
-    params = {"epsilons": [0.75, 1.5, 3, 6, 12, 18], "rounds": 35}
-    assert local_steps(params, t.n_for_K) == 443  # ⌊1238·sqrt(18/140)⌋
+    assert local_steps(t.n_for_K, max([0.75, 1.5, 3, 6, 12, 18]), 35) == 443  # ⌊1238·sqrt(18/140)⌋
 
 
 def fake_insurance(seed=0):
@@ -153,9 +153,9 @@ def test_authors_code_settings_follow_the_spec(cfg):
         ac = impl(cfg, figure, "authors-code")
         assert BY_ID["noisy_mb_sgd"].settings_overrides(ac) == {**paper, "aggregation": "sum", "clip": "batch_mean"}
         assert BY_ID["mb_sgd"].settings_overrides(ac) == {**paper, "aggregation": "sum", "clip": "batch_mean_other"}
-        assert ac["local_noise_n"] == "share"  # Q8
+        assert ac.local_noise_n == "share"  # Q8
     ac = impl(cfg, "fig6", "authors-code")  # Q9, Q10
     assert BY_ID["noisy_mb_sgd"].settings_overrides(ac) == {**paper, "batch": "sum", "noise_at": "server"}
-    assert ac["lipschitz"] == 20 and ac["class_silo_sampling"] == "with_replacement"
+    assert ac.lipschitz == 20 and ac.class_silo_sampling == "with_replacement"
     for figure in ("fig4", "fig5", "fig6"):  # Q3
-        assert impl(cfg, figure, "authors-code")["batch_sampling"] == "with_replacement"
+        assert impl(cfg, figure, "authors-code").batch_sampling == "with_replacement"

@@ -1,8 +1,9 @@
 """lowy2023 (Lowy & Razaviyayn, ICLR 2023): ISRL-DP MB-SGD vs Local SGD, Figs 4–9 (spec/lowy2023.md).
 
 Modules: `methods` (the four methods: update, draws, accounting), `isrl` (their vectorized update rules),
-`split` (data: the MNIST silo pool, per-trial silos), `layout` (cells and inputs of a figure), `cell` (one cell:
-tuning over the grid for every trial), `table` (the figure table), `plot` (drawing).
+`split` (data: the MNIST silo pool, per-trial silos), `layout` (cells and inputs of a figure), `settings` (a cell's
+params as frozen, typed settings), `cell` (one cell: tuning over the grid for every trial), `table` (the figure
+table), `plot` (drawing).
 """
 
 from dpfl.figure import AllocationKind, FigureDef, FigureFamily, PaperDef

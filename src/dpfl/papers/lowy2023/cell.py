@@ -6,7 +6,8 @@ grid point × ε × repetition of a trial runs in one vectorized call (dpfl.pape
 The cell's table is its runs' rows in method order, each marked with its run. A run's numbers are those of the run
 computed alone: it reads its own part of the params (`LowyLayout.runs_params` of the one run), draws from its own
 named streams (`Streams`: nothing depends on the cell id or on the runs before it), and the shared trial data are
-only read.
+only read. `run_cell` reads the cell's params and each run's own part once, at its start, into frozen settings
+(dpfl.papers.lowy2023.settings.PanelSettings); below that, typed settings only.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dpfl.models.glm import GLM, newton_optimum
 from dpfl.papers.lowy2023.isrl import Grid, Settings
 from dpfl.papers.lowy2023.layout import LowyLayout, run_id
 from dpfl.papers.lowy2023.methods import BY_ID, IsrlMethod
+from dpfl.papers.lowy2023.settings import PanelSettings, StepGrids
 from dpfl.papers.lowy2023.split import TrialData, trial_data
 from dpfl.privacy.calibration import noise_level
 from dpfl.seeds import rng_for
@@ -66,11 +68,6 @@ class Streams:
         return rng_for(self.seed, "lowy2023", self.figure, self.panel, self.method, "trial", t, "rep", r)
 
 
-def _log_grid(g: dict) -> np.ndarray:
-    """exp(linspace(start, stop, num)), keeping the first `first` points if given."""
-    return np.exp(np.linspace(g["start"], g["stop"], g["num"]))[: g.get("first")]
-
-
 def tuning_score(train_loss: np.ndarray, diverged: np.ndarray, F_star: float, kind: str) -> np.ndarray:
     """The score the tuner minimizes (spec §5): F_train(w̄) − F* (`excess_loss`) or F_train(w̄) (`loss`). F* is a
     constant per trial, so both choose the same grid point; without a certified F* the score is the loss itself.
@@ -79,34 +76,34 @@ def tuning_score(train_loss: np.ndarray, diverged: np.ndarray, F_star: float, ki
     return np.where(diverged, np.inf, score)
 
 
-def local_steps(p: dict, n_for_K: int) -> int:
-    """K = ⌊n·sqrt(ε_max/(4R))⌋ (spec §3 E), at least 1."""
-    return max(1, int(math.floor(n_for_K * math.sqrt(max(p["epsilons"]) / (4 * p["rounds"])))))
+def local_steps(n_for_K: int, eps_max: float, rounds: int) -> int:
+    """K = ⌊n·sqrt(ε_max/(4R))⌋ (spec §3 E), at least 1: ε_max the largest ε of the figure's grid (a non-private run
+    is given only that one), R the rounds."""
+    return max(1, int(math.floor(n_for_K * math.sqrt(eps_max / (4 * rounds)))))
 
 
-def step_grid(p: dict, method: IsrlMethod, M: int, K: int) -> np.ndarray:
+def step_grid(grids: StepGrids, mb_step_scale: str | None, method: IsrlMethod, M: int, K: int) -> np.ndarray:
     """The method's step sizes: its own grid if the YAML has one, else its update's. The YAML grids are the
     authors'; `mb_step_scale` rescales MB-SGD's grid (× M where the server averages instead of summing, × K where
     silos average their batch instead of summing it: spec §5), so that it searches the same effective steps as
     the authors' code (their code sums, so `authors_code` sets mb_step_scale: null)."""
-    grids = p["step_grids"]
-    grid = _log_grid(grids.get(method.id) or grids[method.update])
+    grid = grids.of(method.id).points()
     if method.update == "minibatch":
-        grid = grid * {"silos_per_round": M, "local": K, None: 1}[p.get("mb_step_scale")]
+        grid = grid * {"silos_per_round": M, "local": K, None: 1}[mb_step_scale]
     return grid
 
 
-def load_source(params: dict, inputs: dict) -> dict:
+def load_source(experiment: str, inputs: dict) -> dict:
     """The arrays a cell trains on: the MNIST silo pool (allocation) or the prepared table."""
     from dpfl.data import load_prepared
 
-    if params["experiment"] == "mnist":
+    if experiment == "mnist":
         return load_prepared(inputs["allocations"]["lowy2023-mnist-pairs"])[0]
-    return load_prepared(inputs["prepared"][params["experiment"]])[0]
+    return load_prepared(inputs["prepared"][experiment])[0]
 
 
 def run_cell(job, inputs: dict, log) -> CellResult:
-    """Tune and evaluate every run of the panel `job.cell` (its methods, `job.params["methods"]`) for every trial
+    """Tune and evaluate every run of the panel `job.cell` (its methods, params.methods) for every trial
     (spec §5). `job` is a dpfl.jobs.CellJob. Returns a table of one row per (run, trial, ε) with the chosen grid point
     and its test value (non-private methods: ε = NaN), the runs' rows one after another in method order, with a `run`
     column; and each run's wall-clock seconds per trial (RunTiming.seconds_per_trial, its own work without the shared
@@ -135,67 +132,65 @@ class TrialShared:
 
 
 def _run_cell(job, inputs: dict, log) -> CellResult:
+    # the boundary: the cell's settings, and each run's as the run alone sees them; below, typed settings only
+    cell = PanelSettings.from_params(job.params, job.settings, job.cell)
+    runs = []  # (run id, its method, its settings, its streams)
+    for method_id in cell.methods:
+        run = run_id(cell.panel.id, method_id)
+        own = PanelSettings.from_params(*LowyLayout().runs_params(job.params, job.settings, job.cell, [run]), job.cell)
+        runs.append((run, BY_ID[method_id], own,
+                     Streams(job.seed, cell.experiment, cell.panel.n_silos, job.figure, cell.panel.id, method_id)))
     device = resolve_device(job.device)
     log(f"computing on {describe(device)}")
-    p = {"noise_calibration": None, **job.params, **job.settings}
-    impl = p["implementation"]
-    panel = next(q for q in p["panels"] if q["id"] == job.cell)
-    experiment = p["experiment"]
+    impl, experiment, N = cell.implementation, cell.experiment, cell.panel.n_silos
     model = EXPERIMENTS[experiment]["model"]
-    N = panel["n_silos"]
-    runs = []  # (run id, its method, its params as the run alone sees them, its streams)
-    for method_id in p["methods"]:
-        run = run_id(panel["id"], method_id)
-        own, settings = LowyLayout().runs_params(job.params, job.settings, job.cell, [run])
-        runs.append((run, BY_ID[method_id], {"noise_calibration": None, **own, **settings},
-                     Streams(job.seed, experiment, N, job.figure, panel["id"], method_id)))
     streams = runs[0][3]  # the trial's data and υ*² streams: the same for every method (and figure, and panel)
-    source = load_source(p, inputs)
+    source = load_source(experiment, inputs)
     rows = {run: [] for run, *_ in runs}
     seconds = dict.fromkeys(rows, 0.0)
-    progress = Progress(p["trials"], log, f"{panel['id']} trial")
-    for trial in range(p["trials"]):
+    progress = Progress(cell.trials, log, f"{cell.panel.id} trial")
+    for trial in range(cell.trials):
         data = trial_data(experiment, source, N, streams.trial(trial), impl, fixed_rng=streams.fixed_split())
         W_star, F_star, newton_iters, newton_ok = newton_optimum(model, data.train.pooled_X, data.train.pooled_y)
         ups_rng = streams.upsilon(trial)
-        bootstrap = impl["upsilon_bootstrap"]
+        bootstrap = impl.upsilon_bootstrap
         ups2 = float(np.mean([np.sum(model.grad(*_silo_rows(data.train, s, bootstrap, ups_rng), W_star) ** 2)
                               for s in range(data.train.n_silos)]))
         if not newton_ok:  # no certified optimum (e.g. quasi-separable obesity classes): F* and υ*² are n/a
             F_star, ups2 = np.nan, np.nan
         shared = TrialShared(data, F_star, ups2, newton_iters, newton_ok)
         said = []
-        for run, method, run_p, run_streams in runs:
+        for run, method, own, run_streams in runs:
             start = time.perf_counter()
-            got = run_trial(run_p, method, panel, trial, shared, run_streams, device)
+            got = run_trial(own, method, trial, shared, run_streams, device)
             seconds[run] += time.perf_counter() - start
             rows[run].extend(got)
             said.append(f"{method.id} " + ", ".join(f"ε={r['eps']:g}: {r['test']:.4g}" for r in got))
-        progress.step(f"K = {local_steps(p, data.n_for_K)}, υ*² = {_fmt(ups2)}; " + "; ".join(said))
+        K = local_steps(data.n_for_K, max(cell.epsilons), cell.rounds)
+        progress.step(f"K = {K}, υ*² = {_fmt(ups2)}; " + "; ".join(said))
     tables = []
     for run, *_ in runs:
         df = pd.DataFrame(rows[run])
         df.insert(0, "run", run)
         tables.append(df)
-    timing = {run: RunTiming(seconds_per_trial=seconds[run] / max(1, p["trials"])) for run, *_ in runs}
+    timing = {run: RunTiming(seconds_per_trial=seconds[run] / max(1, cell.trials)) for run, *_ in runs}
     return CellResult(pd.concat(tables, ignore_index=True), timing)
 
 
-def run_trial(p: dict, method: IsrlMethod, panel: dict, trial: int, shared: TrialShared, streams: Streams,
+def run_trial(own: PanelSettings, method: IsrlMethod, trial: int, shared: TrialShared, streams: Streams,
               device) -> list[dict]:
     """One run's rows of one trial: method `method` tuned over its grid on the trial's data `shared` (not modified),
-    one row per ε. `p`: the run's own params (and settings)."""
-    impl = p["implementation"]
-    experiment = p["experiment"]
-    model, metric = EXPERIMENTS[experiment]["model"], EXPERIMENTS[experiment]["metric"]
-    N, M, R = panel["n_silos"], panel["silos_per_round"], p["rounds"]
+    one row per ε. `own`: the run's own settings (those of the run computed alone)."""
+    impl, panel = own.implementation, own.panel
+    model, metric = EXPERIMENTS[own.experiment]["model"], EXPERIMENTS[own.experiment]["metric"]
+    N, M, R = panel.n_silos, panel.silos_per_round, own.rounds
     data, F_star, ups2 = shared.data, shared.F_star, shared.upsilon2
-    eps_grid = np.asarray(p["epsilons"], float) if method.private else np.array([np.nan])
-    clips = np.asarray(p["clips"], float) if p.get("clips") else None
-    K = local_steps(p, data.n_for_K)
-    settings = Settings(rounds=R, silos_per_round=M, local=K, average_last=p["average_last"],
-                        divergence_threshold=p["divergence"]["threshold"], **method.settings_overrides(impl))
-    steps = step_grid(p, method, M, K)
+    eps_grid = np.asarray(own.epsilons, float) if method.private else np.array([np.nan])
+    clips = np.asarray(own.clips, float) if own.clips else None
+    K = local_steps(data.n_for_K, max(own.epsilons), R)
+    settings = Settings(rounds=R, silos_per_round=M, local=K, average_last=own.average_last,
+                        divergence_threshold=own.divergence.threshold, **method.settings_overrides(impl))
+    steps = step_grid(own.step_grids, own.mb_step_scale, method, M, K)
     clip_values = clips if clips is not None else np.array([np.nan])
     # configs: ε (outer) × step × clip (inner)
     E, S_, C_ = np.meshgrid(np.arange(len(eps_grid)), np.arange(len(steps)), np.arange(len(clip_values)),
@@ -209,17 +204,17 @@ def run_trial(p: dict, method: IsrlMethod, panel: dict, trial: int, shared: Tria
         L_cfg = np.full(len(E), data.lipschitz)
         # the private methods clip every per-example gradient at L (a no-op on these data that makes the
         # sensitivity bound unconditional); the authors' code does not (clip_at_lipschitz: false)
-        clip_cfg = L_cfg if method.private and impl["clip_at_lipschitz"] else np.full(len(E), np.inf)
+        clip_cfg = L_cfg if method.private and impl.clip_at_lipschitz else np.full(len(E), np.inf)
     noise = np.zeros((len(E), N))
     diag = []
     if method.private:
         for e_i, eps in enumerate(eps_grid):
             for n_s in np.unique(data.train.counts):
                 # Q8: the authors' noisy Local SGD on insurance uses n = ⌈1338/N⌉ (and δ = 1/n²)
-                n_noise = data.n_for_K if method.update == "local" and impl["local_noise_n"] == "share" else n_s
+                n_noise = data.n_for_K if method.update == "local" and impl.local_noise_n == "share" else n_s
                 acc = method.accounting(n=int(n_noise), K=K, R=R)
                 z = noise_level(acc, float(eps), method.paper_multiplier(int(n_noise), K, R, float(eps)),
-                                p["noise_calibration"])
+                                own.noise_calibration)
                 # the ε certified for the noise as this variant adds it (its sensitivity and sampling; spec §9)
                 cert = method.certification(impl, n=int(n_s), K=K, R=R, clipped=bool(np.all(np.isfinite(clip_cfg))))
                 level = z.as_dict()
@@ -230,7 +225,7 @@ def run_trial(p: dict, method: IsrlMethod, panel: dict, trial: int, shared: Tria
                 sel = E == e_i
                 noise[np.ix_(sel, silos)] = method.noise_std(z.z_used, L_cfg[sel])[:, None]
     grid = Grid(eta=eta, clip=clip_cfg, noise_std=noise)
-    reps = p["reps"]
+    reps = own.reps
     rngs = [streams.rep(trial, r) for r in range(reps)]
     draws = method.draws(rngs, data.train, settings, model.out_dim, impl)
     res = method.run(model, data.train, settings, grid, draws, reps, device=device)
@@ -239,8 +234,8 @@ def run_trial(p: dict, method: IsrlMethod, panel: dict, trial: int, shared: Tria
             test = model.predict_error(data.X_test, data.y_test, res.W)
         else:
             test = np.sqrt(model.mse(data.X_test, data.y_test, res.W) / data.naive_mse)
-    score = tuning_score(res.train_loss, res.diverged, F_star, p["score"])
-    test = np.where(res.diverged, p["divergence"]["penalty"], test)  # a diverged run's test value
+    score = tuning_score(res.train_loss, res.diverged, F_star, own.score)
+    test = np.where(res.diverged, own.divergence.penalty, test)  # a diverged run's test value
     mean_score, mean_test = score.mean(axis=0), test.mean(axis=0)
     rows = []
     for e_i, eps in enumerate(eps_grid):
@@ -249,7 +244,7 @@ def run_trial(p: dict, method: IsrlMethod, panel: dict, trial: int, shared: Tria
         d_eps = [d for d in diag if d["eps"] == eps]
         rows.append({
             "trial": trial, "algorithm": method.id, "label": method.label, "private": method.private,
-            "panel": panel["id"], "eps": eps,
+            "panel": panel.id, "eps": eps,
             "test": float(mean_test[best]), "score": float(mean_score[best]), "step": float(eta[best]),
             "clip": float(clip_values[C_[best]]), "diverged_reps": int(res.diverged[:, best].sum()),
             "diverged_share_grid": float(res.diverged[:, sel].mean()), "grid_edge": _edge(S_[best], len(steps)),

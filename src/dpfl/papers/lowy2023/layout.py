@@ -61,12 +61,12 @@ class LowyLayout(FigureLayout):
         whose runs use it."""
         self._panel(params, cell)
         parsed = [parse_run(r) for r in runs]
-        if not parsed or any(p != cell for p, _ in parsed):
+        if not parsed or any(panel_id != cell for panel_id, _ in parsed):
             raise ValueError(f"lowy2023 panel cell {cell!r}: runs {runs!r} are not runs of panel {cell!r}")
         methods = [m.id for m in METHODS if m.id in {mid for _, mid in parsed}]
         grids = params["step_grids"]
         keys = dict.fromkeys(grid_key(mid, grids) for mid in methods)
-        own = {**params, "panels": [p for p in params["panels"] if p["id"] == cell],
+        own = {**params, "panels": [panel for panel in params["panels"] if panel["id"] == cell],
                "step_grids": {k: grids[k] for k in keys}, "methods": methods}
         private = any(BY_ID[mid].private for mid in methods)
         if not private:  # a baseline uses the ε grid only through K = ⌊n·sqrt(ε_max/(4R))⌋
@@ -78,7 +78,7 @@ class LowyLayout(FigureLayout):
         for panel in params["panels"]:
             if panel["id"] == cell:
                 return panel
-        raise ValueError(f"lowy2023: no panel {cell!r}; panels: {', '.join(p['id'] for p in params['panels'])}")
+        raise ValueError(f"lowy2023: no panel {cell!r}; panels: {', '.join(panel['id'] for panel in params['panels'])}")
 
     def bench_units(self, params: dict) -> tuple[int, str]:
         """How many units of work the full figure runs per cell, and their name."""
@@ -91,5 +91,5 @@ class LowyLayout(FigureLayout):
     def table_values(self, params: dict, table: str) -> dict[str, set]:
         """The setting columns of the tidy table (dpfl.papers.lowy2023.table.aggregate): panel ids, every method's id
         (`algorithm`) and label (`curve`), and x = the ε grid (every method, the flat baselines too)."""
-        return {"panel": {p["id"] for p in params["panels"]}, "algorithm": {m.id for m in METHODS},
+        return {"panel": {panel["id"] for panel in params["panels"]}, "algorithm": {m.id for m in METHODS},
                 "curve": {m.label for m in METHODS}, "x": {float(e) for e in params["epsilons"]}}

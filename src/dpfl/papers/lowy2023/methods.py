@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpfl.fl.methods import Accounting, GlmProbeMethod, register
+from dpfl.papers.lowy2023.settings import Implementation
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class IsrlMethod(GlmProbeMethod):
             return Accounting(SampledGaussian("without_replacement", population=n, batch_size=K), R, 1.0 / n**2)
         return Accounting(SampledGaussian("without_replacement", population=n, batch_size=1), K * R, 1.0 / n**2)
 
-    def certification(self, impl: dict, n: int, K: int, R: int, clipped: bool) -> Certification:
+    def certification(self, impl: Implementation, n: int, K: int, R: int, clipped: bool) -> Certification:
         """The accounting that holds for the noise this method adds under the `implementation` settings (the
         paper's, or one or more of the authors' items), for a silo of n records. The paper's accounting
         (`accounting`) assumes per-example clipping at L, K-of-n batches without replacement and per-silo noise;
@@ -88,13 +89,13 @@ class IsrlMethod(GlmProbeMethod):
                                            "for an arbitrary replaced record, so no ε is certified")
         if self.update != "minibatch":
             return Certification(self.accounting(n=n, K=K, R=R),
-                                 why="" if impl["local_noise_n"] != "share" else
+                                 why="" if impl.local_noise_n != "share" else
                                  "Q8: the noise is set for ⌈1338/N⌉ records; certified for the silo's own n")
-        if impl["noise_at"] == "server":
+        if impl.noise_at == "server":
             return Certification(None, why="Q9: silo messages carry no noise (one draw is added to the server's "
                                            "average), so the silo-level ISRL-DP ε is ∞")
-        replace = impl["batch_sampling"] == "with_replacement"
-        if impl["mb_clip"] == "batch_mean":
+        replace = impl.batch_sampling == "with_replacement"
+        if impl.mb_clip == "batch_mean":
             if replace:
                 return Certification(Accounting(SampledGaussian("none"), R, 1.0 / n**2), 1.0 / K,
                                      why="Q7: the batch mean is clipped at C, so one record moves the message by 2C, "
@@ -124,22 +125,22 @@ class IsrlMethod(GlmProbeMethod):
 
     # ---- update rule ------------------------------------------------------------------------------
 
-    def settings_overrides(self, impl: dict) -> dict:
+    def settings_overrides(self, impl: Implementation) -> dict:
         """How the `implementation` settings (spec §9) change this method's update: MB-SGD's server step (Q2),
         batch-mean clipping (Q7: private MB-SGD clips the batch mean; non-private MB-SGD applies the clip factor
         of an independent batch), batch sums and one server-side noise draw (Q9). Local SGD: unchanged."""
         if self.update != "minibatch":
             return {}
         clip = {"per_example": "example", "batch_mean": "batch_mean" if self.private else "batch_mean_other"}
-        return {"aggregation": impl["server"], "batch": {"batch_mean": "mean", "batch_sum": "sum"}[impl["mb_message"]],
-                "noise_at": impl["noise_at"], "clip": clip[impl["mb_clip"]]}
+        return {"aggregation": impl.server, "batch": {"batch_mean": "mean", "batch_sum": "sum"}[impl.mb_message],
+                "noise_at": impl.noise_at, "clip": clip[impl.mb_clip]}
 
-    def draws(self, rngs, data, settings, out_dim: int, impl: dict):
+    def draws(self, rngs, data, settings, out_dim: int, impl: Implementation):
         from dpfl.papers.lowy2023 import isrl
 
         if self.update == "minibatch":
             return isrl.minibatch_draws(rngs, data, settings, out_dim, noise=self.private,
-                                        replace=impl["batch_sampling"] == "with_replacement")  # Q3
+                                        replace=impl.batch_sampling == "with_replacement")  # Q3
         return isrl.local_draws(rngs, data, settings, out_dim, noise=self.private)
 
     def run(self, model, data, settings, grid, draws, reps: int, device=None):
@@ -172,7 +173,7 @@ class IsrlMethod(GlmProbeMethod):
         grid = isrl.Grid(eta=np.ones(1), clip=np.full(1, clip), noise_std=std)
         settings = isrl.Settings(rounds=1, silos_per_round=1, local=K, average_last=1)
         rngs = [np.random.default_rng(rng.integers(2**63)) for _ in range(samples)]
-        draws = self.draws(rngs, data, settings, model.out_dim, {"batch_sampling": "without_replacement"})
+        draws = self.draws(rngs, data, settings, model.out_dim, Implementation.paper())
         res = self.run(model, data, settings, grid, draws, samples)
         W1 = res.W[:, 0]  # (samples, d, C)
         return (-K * W1 if self.update == "minibatch" else -W1 / math.sqrt(K)).reshape(-1)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpfl.fl.data import SiloData
+from dpfl.papers.lowy2023.settings import Implementation
 
 EVENS, ODDS = (0, 2, 4, 6, 8), (1, 3, 5, 7, 9)
 OBESITY_STANDARDIZE = ("Age", "Height", "Weight", "CH2O", "TUE")
@@ -61,15 +62,16 @@ def _lipschitz(train: SiloData, rule) -> float:
     return float(rule)
 
 
-def trial_data(experiment: str, source: dict, n_silos: int, rng: np.random.Generator, impl: dict,
+def trial_data(experiment: str, source: dict, n_silos: int, rng: np.random.Generator, impl: Implementation,
                fixed_rng: np.random.Generator | None = None) -> TrialData:
     """One trial's silos and pooled test set, from the experiment's prepared source arrays.
 
-    `impl` (the figure's `implementation` settings): mnist_silos `per_trial_split` (paper) or
-    `bootstrap_fixed_split` (Q4: silos bootstrap their pool each trial and split it at positions fixed across
-    trials, drawn from `fixed_rng`); class_silo_sampling (obesity, Q10); lipschitz (Q5, Q10)."""
+    `impl` (the figure's `implementation` settings, dpfl.papers.lowy2023.settings.Implementation): mnist_silos
+    `per_trial_split` (paper) or `bootstrap_fixed_split` (Q4: silos bootstrap their pool each trial and split it at
+    positions fixed across trials, drawn from `fixed_rng`); class_silo_sampling (obesity, Q10); lipschitz (Q5,
+    Q10)."""
     if experiment == "mnist":
-        bootstrap = impl["mnist_silos"] == "bootstrap_fixed_split"
+        bootstrap = impl.mnist_silos == "bootstrap_fixed_split"
         Xs, ys, Xt, yt = [], [], [], []
         fixed = _split(source["X"].shape[1], fixed_rng) if bootstrap else None
         for X, y in zip(source["X"][:n_silos], source["y"][:n_silos]):
@@ -81,7 +83,7 @@ def trial_data(experiment: str, source: dict, n_silos: int, rng: np.random.Gener
                 tr, te = _split(len(X), rng)
             Xs.append(X[tr]), ys.append(y[tr]), Xt.append(X[te]), yt.append(y[te])
         train = SiloData.from_lists(Xs, ys)
-        L = _lipschitz(train, impl["lipschitz"])
+        L = _lipschitz(train, impl.lipschitz)
         return TrialData(train, np.concatenate(Xt), np.concatenate(yt), L, np.nan, int(train.counts.max()))
     if experiment == "insurance":
         X, y = source["X"], source["y"]
@@ -112,11 +114,11 @@ def trial_data(experiment: str, source: dict, n_silos: int, rng: np.random.Gener
         Xtr, Xte = np.column_stack([Xtr, np.ones(len(tr))]), np.column_stack([Xte, np.ones(len(te))])
         ytr = y[tr]
         n_min = int(min(np.sum(ytr == k) for k in range(n_silos)))
-        replace = impl["class_silo_sampling"] == "with_replacement"
+        replace = impl.class_silo_sampling == "with_replacement"
         Xs, ys = [], []
         for k in range(n_silos):  # silo k = the training rows of class k, reduced to n_min at random
             rows = rng.choice(np.flatnonzero(ytr == k), n_min, replace=replace)
             Xs.append(Xtr[np.sort(rows)]), ys.append(ytr[np.sort(rows)])
         train = SiloData.from_lists(Xs, ys)
-        return TrialData(train, Xte, y[te], _lipschitz(train, impl["lipschitz"]), np.nan, n_min)
+        return TrialData(train, Xte, y[te], _lipschitz(train, impl.lipschitz), np.nan, n_min)
     raise ValueError(f"unknown lowy2023 experiment {experiment!r}; expected mnist, insurance or obesity")
