@@ -236,7 +236,7 @@ def main(argv=None) -> int:
                    "record (exit 1 when any)")
     p.add_argument("--carry", action="store_true", help="carry the stale entries (of --papers/--figures; default all) "
                    "across this checkout's code change where a quick-scale build of their recorded code (--baseline) "
-                   "and one of this checkout's (--quick) give identical tables and claims (docs/reproduction.md); "
+                   "and one of this checkout's (--quick) give identical tables and claims (docs/configuration.md); "
                    "each carried entry keeps its paper-scale numbers and says so; exit 1 when one is not carried")
     p.add_argument("--baseline", metavar="DIR", help="with --carry: the results/ of a quick-scale build made in a "
                    "clean checkout whose code for the entries is the recorded code")

@@ -35,8 +35,8 @@ import pandas as pd
 from dpfl import jobs, paths
 from dpfl.papers import FIGURES
 from dpfl.record.state import (
-    RecordError, build_checkout, built_meta, checkout_state, code_files, code_hash, entry_name, outdated, read_json,
-    stale_entries)
+    RecordError, build_checkout, built_meta, changed_files, checkout_state, code_files, code_hash, entry_name, outdated,
+    read_json, stale_entries)
 
 # {package of a figure's cell: the columns of its tables that hold measured wall-clock time (or, for the protocol's
 # decryption error, a value of freshly drawn Paillier keys), left out of the comparison}
@@ -111,7 +111,7 @@ def _check_build(results: Path, paper: str, figure: str, mode: str, want_files: 
                           "quick-scale builds")
     files = code_files(paper, figure, checkout)
     if files != want_files:
-        changed = sorted(f for f in set(files) | set(want_files) if files.get(f) != want_files.get(f))
+        changed = changed_files(files, want_files)
         what = "the record entry's" if which == "baseline" else "this checkout's"
         raise RecordError(f"--{which} {results}: {name} was built from code other than {what} "
                           f"({', '.join(changed[:3])}{' …' if len(changed) > 3 else ''})")
@@ -122,7 +122,7 @@ def _check_build(results: Path, paper: str, figure: str, mode: str, want_files: 
 
 
 def carry_over(root: Path, baseline: Path, new: Path, chosen: dict[str, set[str] | None],
-          out: Path | None = None) -> tuple[dict, list[str], list[str]]:
+               out: Path | None = None) -> tuple[dict, list[str], list[str]]:
     """Carry the chosen stale entries (those whose settings are unchanged) across this checkout's code change on
     the evidence of two quick-scale builds (module docstring); returns (the record, one line per carried entry, one
     line per entry that could not be carried). The record is returned, not written (dpfl.record.carry_entries)."""
@@ -134,6 +134,7 @@ def carry_over(root: Path, baseline: Path, new: Path, chosen: dict[str, set[str]
         raise RecordError(f"no record at {out / 'record.json'} (python -m dpfl record builds it)")
     stale = stale_entries(root, out)
     cfg = load(root, {"scale": "quick"})
+    configs = {"quick": cfg}  # per scale: today's settings, to tell a change of settings from one of code
     today = datetime.date.today().isoformat()
     carried, refused = [], []
     for paper, part in record["papers"].items():
@@ -144,7 +145,12 @@ def carry_over(root: Path, baseline: Path, new: Path, chosen: dict[str, set[str]
             if key not in stale or (chosen[paper] is not None and e["figure"] not in chosen[paper]):
                 continue
             name = f"{paper}/{entry_name(e)}"
-            if "settings changed" in stale[key]:
+            if e["scale"] not in configs:
+                configs[e["scale"]] = load(root, {"scale": e["scale"]})
+            if (paper, e["figure"]) not in FIGURES or e["figure"] not in configs[e["scale"]].papers[paper]["figures"]:
+                refused.append(f"{name}: {stale[key]}")  # no longer registered or configured: nothing to carry to
+                continue
+            if jobs.settings_hash(configs[e["scale"]], paper, e["figure"], e["mode"]) != e["settings_hash"]:
                 refused.append(f"{name}: {stale[key]}: a change of settings needs a paper-scale rebuild")
                 continue
             now = code_files(paper, e["figure"])
@@ -163,7 +169,7 @@ def carry_over(root: Path, baseline: Path, new: Path, chosen: dict[str, set[str]
                 refused.append(f"{name}: the quick builds differ: {'; '.join(diffs[:3])}"
                                f"{f' and {len(diffs) - 3} more' if len(diffs) > 3 else ''}")
                 continue
-            changed = sorted(f for f in set(now) | set(e["code_files"]) if now.get(f) != e["code_files"].get(f))
+            changed = changed_files(now, e["code_files"])
             dropped = measured_columns(paper, e["figure"])
             e.setdefault("carried", []).append({
                 "recorded": today, "commit": made["commit"], "from_code_hash": e["code_hash"],

@@ -50,6 +50,11 @@ def code_files(paper: str, figure: str, checkout: Path | None = None) -> dict[st
             for f in files}
 
 
+def changed_files(now: dict[str, str], then: dict[str, str]) -> list[str]:
+    """The source files whose hash differs between two code_files maps (a file in one only counts)."""
+    return sorted(f for f in set(now) | set(then) if now.get(f) != then.get(f))
+
+
 def code_hash(files: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -150,7 +155,7 @@ def stale_entries(root: Path, out: Path | None = None) -> dict[tuple[str, str, s
             if jobs.settings_hash(cfg, paper, e["figure"], e["mode"]) != e["settings_hash"]:
                 why.append(f"settings changed since the record (scale {e['scale']})")
             now = code_files(paper, e["figure"])
-            changed = sorted(f for f in set(now) | set(e["code_files"]) if now.get(f) != e["code_files"].get(f))
+            changed = changed_files(now, e["code_files"])
             if changed:
                 why.append(f"code changed since the record ({', '.join(changed[:3])}"
                            f"{f' and {len(changed) - 3} more' if len(changed) > 3 else ''})")
