@@ -1,10 +1,11 @@
 """One cell of kato2024 Fig 13: the counts n_{u,s} of a panel's allocation, the training records of user u in silo s
-(records with `train_mask`: the unused local test split is not counted, spec §2.1)."""
+(records with `train_mask`: the unused local test split is not counted, spec §2.1). `run_cell` reads the job's params
+once into frozen settings (dpfl.papers.kato2024.records.settings.RecordsSettings)."""
 
 from __future__ import annotations
 
 from dpfl.figure import CellResult
-from dpfl.papers.kato2024.panels import panel_of, seed_allocation
+from dpfl.papers.kato2024.records.settings import RecordsSettings
 
 
 def counts(alloc: dict, n_users: int, n_silos: int):
@@ -32,16 +33,16 @@ def run_cell(job, inputs: dict, log) -> CellResult:
     import numpy as np
     import pandas as pd
 
-    p = job.params
-    panel = panel_of(p, job.cell)
-    U, S, seed = int(panel["users"]), int(panel["silos"]), int(p["seed"])
-    name = seed_allocation(p, panel, seed)
+    settings = RecordsSettings.from_params(job.params, job.cell)  # the boundary: below, typed settings only
+    panel = settings.panel
+    U, S, seed = panel.users, panel.silos, settings.seed
+    name = settings.allocation_name
     with np.load(inputs["allocations"][name], allow_pickle=False) as z:
         alloc = {k: z[k] for k in ("user", "silo", "train_mask")}
     trained, held = counts(alloc, U, S)
     log(f"{job.cell}: {name}: {int(trained.sum())} training records of {U} users in {S} silos "
         f"({int(held.sum())} local-test records not counted)")
     users, silos = np.meshgrid(np.arange(U), np.arange(S), indexing="ij")
-    return CellResult(pd.DataFrame({"panel": panel["id"], "user": users.ravel(), "silo": silos.ravel(),
+    return CellResult(pd.DataFrame({"panel": panel.id, "user": users.ravel(), "silo": silos.ravel(),
                                     "records": trained.ravel(), "held_out": held.ravel(), "users": U, "silos": S,
-                                    "distribution": panel["distribution"], "seed": seed, "allocation": name}))
+                                    "distribution": panel.distribution, "seed": seed, "allocation": name}))

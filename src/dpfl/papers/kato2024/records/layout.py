@@ -36,7 +36,8 @@ class RecordsLayout(FigureLayout):
         """The setting columns of the table (rows: dpfl.papers.kato2024.records.table): each panel's id, U, S,
         distribution and the seed, and the quantities."""
         panels = params["panels"]
-        return {"panel": {p["id"] for p in panels}, "users": {int(p["users"]) for p in panels},
-                "silos": {int(p["silos"]) for p in panels}, "distribution": {p["distribution"] for p in panels},
+        return {"panel": {panel["id"] for panel in panels}, "users": {int(panel["users"]) for panel in panels},
+                "silos": {int(panel["silos"]) for panel in panels},
+                "distribution": {panel["distribution"] for panel in panels},
                 "seed": {int(params["seed"])},
                 "quantity": {"records", "user_total", "largest_silo_share", *SUMMARIES}}

@@ -40,7 +40,7 @@ def table(params: dict, tables: list, log):
     import pandas as pd
 
     cellrows = pd.concat(tables, ignore_index=True)
-    order = [p["id"] for p in params["panels"]]
+    order = [panel["id"] for panel in params["panels"]]
     out = []
     for panel in order:
         d = cellrows[cellrows["panel"] == panel]

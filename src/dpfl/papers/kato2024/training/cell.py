@@ -4,10 +4,12 @@ and the panel's allocation of every seed once; each run trains with the round ru
 dpfl.papers.kato2024.training.rules (its method family's, chosen once) in the round loop of dpfl.fl.engine on the
 configured device, evaluates on the test set after every round and returns one row per (seed, round): utility, test
 loss (mean, and the paper's per-batch sum), ε nominal and certified; the cell's table is its runs' rows in order,
-each marked with its run ("<panel>-<method>[-q<q>]"). A seed whose model turns non-finite, or whose test loss does, is
-failed from then on (its rows NaN; dpfl.fl.engine.FreezeNonFinite). Random streams: dpfl.papers.kato2024.streams
-(a run's draws depend on its dataset, panel setting, method, q and seeds, never on the cell or on the runs before
-it: each run builds its own models, generator and federation from read-only seed data)."""
+each marked with its run ("<panel>-<method>[-q<q>]"). `run_cell` reads the job's params once into frozen settings
+(dpfl.papers.kato2024.training.settings.TrainingSettings); below it, nothing reads the params dict. A seed whose
+model turns non-finite, or whose test loss does, is failed from then on (its rows NaN;
+dpfl.fl.engine.FreezeNonFinite). Random streams: dpfl.papers.kato2024.streams (a run's draws depend on its dataset,
+panel setting, method, q and seeds, never on the cell or on the runs before it: each run builds its own models,
+generator and federation from read-only seed data)."""
 
 from __future__ import annotations
 
@@ -16,10 +18,9 @@ import pandas as pd
 
 from dpfl.figure import CellResult, RunTiming
 from dpfl.fl.engine import Evaluation
-from dpfl.papers.kato2024.panels import panel_of, seed_allocation
 from dpfl.papers.kato2024.streams import Streams
 from dpfl.papers.kato2024.tasks import TASKS, load_run_data
-from dpfl.papers.kato2024.training.layout import method_cells, run_id
+from dpfl.papers.kato2024.training.settings import RunSettings, TrainingSettings
 
 
 def subsample(run: dict, share: float, rng: np.random.Generator) -> dict:
@@ -89,40 +90,38 @@ class TestEvaluation(Evaluation):
 
 
 def run_cell(job, inputs: dict, log) -> CellResult:
-    """The panel `job.cell`: every run of its params (`method_cells`: its methods, ULDP-AVG-ws per sampling rate), in
-    order, on the seeds' data loaded once; one table of their rows with a `run` column, and each run's timing."""
+    """The panel `job.cell`: every run of its params (`TrainingSettings.runs`: its methods, ULDP-AVG-ws per sampling
+    rate), in order, on the seeds' data loaded once; one table of their rows with a `run` column, and each run's
+    timing."""
     from dpfl.fl.device import keep_freed_memory, resolve_device
 
-    p = job.params
-    panel = panel_of(p, job.cell)
-    dataset, streams = p["dataset"], Streams(job.seed)
+    settings = TrainingSettings.from_params(job.params, job.cell)  # the boundary: below, typed settings only
+    panel, dataset, streams = settings.panel, settings.dataset, Streams(job.seed)
     device = resolve_device(job.device)
     keep_freed_memory()  # the cell's process reuses the pages its steps free (speed only)
     prepared = dict(np.load(inputs["prepared"][dataset], allow_pickle=False))
-    share = float(p["train_subsample"])
-    seeds = list(p["seeds"])
+    share = settings.train_subsample
     data = []  # per seed: its training and test records, read-only from here (each run prepares its own copy)
-    for seed in seeds:
-        alloc = dict(np.load(inputs["allocations"][seed_allocation(p, panel, seed)], allow_pickle=False))
+    for seed in settings.seeds:
+        alloc = dict(np.load(inputs["allocations"][panel.allocation(settings.allocation, seed)], allow_pickle=False))
         d = load_run_data(dataset, prepared, alloc)
         if share < 1.0:  # a reduced scale: a uniform random subset of the seed's training records
             d = subsample(d, share, streams.subsample(dataset, share, seed))
         data.append(d)
     del prepared
-    runs = method_cells(p)
     tables, timing = [], {}
-    for i, (method_id, q) in enumerate(runs, 1):
-        run = run_id(panel["id"], method_id, q)
-        log(f"run {i}/{len(runs)}: {run}")
-        df, timing[run] = run_method(p, panel, method_id, q, data, streams, device, log)
-        df.insert(0, "run", run)
+    for i, run in enumerate(settings.runs, 1):
+        name = run.name(panel.id)
+        log(f"run {i}/{len(settings.runs)}: {name}")
+        df, timing[name] = run_method(settings, run, data, streams, device, log)
+        df.insert(0, "run", name)
         tables.append(df)
     return CellResult(pd.concat(tables, ignore_index=True), timing)
 
 
-def run_method(p: dict, panel: dict, method_id: str, q: float | None, data: list[dict], streams: Streams, device,
+def run_method(settings: TrainingSettings, run: RunSettings, data: list[dict], streams: Streams, device,
                log) -> tuple[pd.DataFrame, RunTiming]:
-    """One run of a panel cell: method `method_id` (at sampling rate q) on every seed's records `data` (not
+    """One run of a panel cell: `run`'s method (at its sampling rate) on every seed's records `data` (not
     modified), its seeds batched; its rows and its round loop's seconds per round."""
     import torch
 
@@ -132,17 +131,16 @@ def run_method(p: dict, panel: dict, method_id: str, q: float | None, data: list
     from dpfl.io import Progress
     from dpfl.models.nets import build_model
     from dpfl.papers.kato2024.federation import Federation
-    from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
+    from dpfl.papers.kato2024.methods import epsilon_curves
     from dpfl.papers.kato2024.training import rules
 
-    panel_id, method = panel["id"], BY_ID[method_id]
-    dataset, task = p["dataset"], TASKS[p["dataset"]]
-    hyper = method.hyper_params(p["hyper"][method.hyper])
-    impl = p["implementation"]
-    seeds = list(p["seeds"])
-    S, U, T, B = int(panel["silos"]), int(panel["users"]), int(p["rounds"]), int(p["batch"])
-    sigma, delta, rate = float(p["sigma"]), float(p["delta"]), 1.0 if q is None else q
-    Rule = rules.rule_class(method, impl["sgd_gradient"])  # noqa: N806  (the family, chosen once)
+    panel, method, hyper, q = settings.panel, run.method, run.hyper, run.q
+    panel_id, dataset, task = panel.id, settings.dataset, TASKS[settings.dataset]
+    impl = settings.implementation
+    seeds = list(settings.seeds)
+    S, U, T, B = panel.silos, panel.users, settings.rounds, settings.batch
+    sigma, delta, rate = settings.sigma, settings.delta, run.rate
+    Rule = rules.rule_class(method, impl.sgd_gradient)  # noqa: N806  (the family, chosen once)
 
     runs, group_ks, kept = [], [], []
     for d in data:
@@ -151,7 +149,7 @@ def run_method(p: dict, panel: dict, method_id: str, q: float | None, data: list
             group_ks.append(k)
         kept.append(np.bincount(d["silo"], minlength=S))
         runs.append(d)
-    fed = Federation.build(runs, S, U, Rule.level, B, device, chunk=p["pair_chunk"])
+    fed = Federation.build(runs, S, U, Rule.level, B, device, chunk=settings.pair_chunk)
     name = f"{panel_id}/{method.label}{'' if q is None else f' q={q}'}"
     log(f"{name}: {len(seeds)} seeds, {len(fed.run)} pairs in {len(fed.buckets)} buckets, U={U}, S={S}, T={T}, "
         f"device {describe(device)}")
@@ -159,20 +157,20 @@ def run_method(p: dict, panel: dict, method_id: str, q: float | None, data: list
     fm = FlatModel(build_model(task["model"], seeds[0]), task["loss"])
     fm.module.to(device)
     theta = torch.stack([FlatModel(build_model(task["model"], s), task["loss"]).initial() for s in seeds]).to(device)
-    gen = streams.training(dataset, panel["distribution"], U, S, method.id, q, seeds, device)
+    gen = streams.training(dataset, panel.distribution, U, S, method.id, q, seeds, device)
     rule = Rule(method, hyper, fed, fm, sigma=sigma, batch=B, gen=gen, q=rate)
     tests = TestEvaluation(fm, [torch.as_tensor(d["X_test"], device=device) for d in runs],
                            [torch.as_tensor(d["y_test"], device=device) for d in runs], task["metric"],
-                           int(p["eval_batch"]))
-    run = run_rounds(theta, rule, tests, rounds=T, schedule=range(1, T + 1), failure=FreezeNonFinite("test_loss"),
-                     progress=Progress(len(progress_rounds(T)), log, name))
-    df = pd.DataFrame(run.rows([{"seed": seed} for seed in seeds]))
+                           settings.eval_batch)
+    done = run_rounds(theta, rule, tests, rounds=T, schedule=range(1, T + 1), failure=FreezeNonFinite("test_loss"),
+                      progress=Progress(len(progress_rounds(T)), log, name))
+    df = pd.DataFrame(done.rows([{"seed": seed} for seed in seeds]))
     eps_cols = []
     for r, seed in enumerate(seeds):
         nominal, certified = epsilon_curves(
             method, T, sigma, delta, q=rate, silo_records=kept[r], batch=B, epochs=hyper.epochs,
-            group_k=group_ks[r] if group_ks else 1, group_orders=impl["group_orders"],
-            group_parallel=impl["group_parallel"], group_conversion=impl["group_conversion"])
+            group_k=group_ks[r] if group_ks else 1, group_orders=impl.group_orders,
+            group_parallel=impl.group_parallel, group_conversion=impl.group_conversion)
         eps_cols.append(pd.DataFrame({"seed": seed, "round": np.arange(1, T + 1), "eps": nominal,
                                       "eps_certified": certified}))
     df = df.merge(pd.concat(eps_cols), on=["seed", "round"])
@@ -180,9 +178,9 @@ def run_method(p: dict, panel: dict, method_id: str, q: float | None, data: list
     df.insert(1, "method", method.id)
     df.insert(2, "label", method.label if q is None else f"{method.label} (q={q:g})")
     df.insert(3, "q", rate)
-    df["users"], df["silos"], df["distribution"] = U, S, panel["distribution"]
+    df["users"], df["silos"], df["distribution"] = U, S, panel.distribution
     df["group_k"] = [group_ks[seeds.index(s)] if group_ks else np.nan for s in df["seed"]]
     df["multiplier_used"] = method.multiplier_used(sigma) if method.private else np.nan
     df["device"] = describe(device)
     df["metric"] = task["metric"]
-    return df, RunTiming(seconds_per_round=run.seconds / T)  # the round loop alone (the accounting runs once per run)
+    return df, RunTiming(seconds_per_round=done.seconds / T)  # the round loop alone (the accounting runs once per run)

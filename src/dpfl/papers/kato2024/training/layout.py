@@ -5,9 +5,8 @@ which runs every method of the panel in turn (ULDP-AVG-ws once per sampling rate
 from __future__ import annotations
 
 from dpfl.figure import FigureLayout
-from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS
 from dpfl.papers.kato2024.methods import BY_ID
-from dpfl.papers.kato2024.panels import panel_of, seed_allocation
+from dpfl.papers.kato2024.panels import DISTRIBUTIONS, panel_of, seed_allocation
 
 
 def method_cells(params: dict) -> list[tuple[str, float | None]]:
@@ -34,11 +33,6 @@ def parse_run(run: str) -> tuple[str, str, float | None]:
 def run_id(panel_id: str, method_id: str, q: float | None) -> str:
     """The run of `method_id` (at sampling rate q) on a panel: "<panel>-<method id>[-q<q>]"."""
     return f"{panel_id}-{method_id}" + ("" if q is None else f"-q{q:g}")
-
-
-#: the distributions of spec §2 each dataset's allocation family supports
-DISTRIBUTIONS = {"creditcard": RECORD_KINDS, "mnist": RECORD_KINDS, "heart_disease": FLAMBY_KINDS,
-                 "tcga_brca": FLAMBY_KINDS}
 
 
 class TrainingLayout(FigureLayout):
@@ -123,10 +117,10 @@ class TrainingLayout(FigureLayout):
         both run (_weighting_gaps), panel "<iid>→<noniid>" / distribution "zipf-noniid − zipf-iid" / quantity
         noniid_gap / window by_users for a (U, S) with a zipf-iid and a zipf-noniid panel (_noniid_gaps)."""
         panels, curves = params["panels"], method_cells(params)
-        out = {"panel": {p["id"] for p in panels}, "method": {mid for mid, _ in curves},
+        out = {"panel": {panel["id"] for panel in panels}, "method": {mid for mid, _ in curves},
                "q": {1.0 if q is None else float(q) for _, q in curves},
-               "users": {int(p["users"]) for p in panels}, "silos": {int(p["silos"]) for p in panels},
-               "distribution": {p["distribution"] for p in panels},
+               "users": {int(panel["users"]) for panel in panels}, "silos": {int(panel["silos"]) for panel in panels},
+               "distribution": {panel["distribution"] for panel in panels},
                # table.QUANTITIES (not imported: a layout imports no numerics)
                "quantity": {"utility", "test_loss", "test_loss_batch_sum", "eps", "eps_certified"},
                "window": {"round", "final", "early"}}
@@ -135,8 +129,9 @@ class TrainingLayout(FigureLayout):
             out["quantity"].add("loss_gap")
             out["window"].add("by_silos")
         by_setting: dict = {}
-        for p in panels:
-            by_setting.setdefault((int(p["users"]), int(p["silos"])), {}).setdefault(p["distribution"], p["id"])
+        for panel in panels:
+            setting = by_setting.setdefault((int(panel["users"]), int(panel["silos"])), {})
+            setting.setdefault(panel["distribution"], panel["id"])
         for ids in by_setting.values():
             if {"zipf-iid", "zipf-noniid"} <= set(ids):
                 out["panel"].add(f"{ids['zipf-iid']}→{ids['zipf-noniid']}")
