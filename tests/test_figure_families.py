@@ -84,7 +84,7 @@ def test_a_familys_settings_type_reads_every_cells_params(configs, scale):
             for cell in jobs.cell_ids(cfg, paper, figure, mode):
                 if not jobs.computed_runs(cfg, paper, figure, cell, mode):
                     continue  # every run borrowed from another figure's cell: no job
-                made = settings.from_params(jobs.build_cell_job(cfg, paper, figure, cell, mode).params)
+                made = settings.from_job(jobs.build_cell_job(cfg, paper, figure, cell, mode))
                 assert dataclasses.is_dataclass(made) and made.__dataclass_params__.frozen, (paper, figure, mode)
                 checked += 1
     assert checked
@@ -379,16 +379,28 @@ def _settings_reads(path: Path) -> list[str]:
     return [f"{path.relative_to(ROOT)}:{n}: {lines[n - 1].strip()}" for n in sorted(set(found))]
 
 
+#: modules shared by a paper's layouts and its settings types, read at either boundary, with why
+SHARED_BOUNDARY = {
+    "dpfl.papers.kato2024.panels": "picks a figure's panel and its allocations from the params when the DAG is built "
+                                   "(panel_of, seed_allocation) and reads a cell's own panel into a frozen Panel",
+}
+
+
 def test_no_settings_dict_is_read_below_the_boundary_of_a_family_with_a_settings_type():
-    """A family that declares its frozen settings (FigureFamily.settings) reads its params dict in two places only:
-    its layout (which builds the cell's params, at the Snakemake boundary) and its settings module (`from_params`,
-    at the cell's start). Every other module of the paper its cell imports reads typed settings."""
+    """A family that declares its frozen settings (FigureFamily.settings) reads its params dict only at a boundary:
+    its layout (which builds the cell's params, at the Snakemake boundary), its settings module (`from_job`, at the
+    cell's start), the modules of the paper's allocation kinds (the allocate stage's entry, reading an allocation's
+    params) and the `SHARED_BOUNDARY` modules. Every other module of the paper its cell imports reads typed
+    settings; every experiment family declares its settings type."""
     checked = set()
     for fdef in FIGURES.values():
+        assert fdef.settings is not None or fdef.kind != "experiment", f"{fdef.cell}: no settings type"
         if fdef.settings is None:
             continue
         paper = ".".join(fdef.cell.split(".")[:3])  # dpfl.papers.<paper>
-        boundary = {fdef.layout.split(":")[0], fdef.settings.split(":")[0]}
+        kinds = REGISTRY[paper.rsplit(".", 1)[1]].allocation_kinds.values()
+        boundary = {fdef.layout.split(":")[0], fdef.settings.split(":")[0], *SHARED_BOUNDARY,
+                    *(kind.function.split(":")[0] for kind in kinds)}
         for file in codedeps.code_files(fdef.cell):
             module = file.removeprefix("src/").removesuffix(".py").replace("/", ".")
             if module.startswith(paper + ".") and module not in boundary:

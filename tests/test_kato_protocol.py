@@ -21,6 +21,7 @@ from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
 from dpfl.papers.kato2024.protocol.cell import artificial_run, run_cell
 from dpfl.papers.kato2024.protocol.layout import (PHASES, ProtocolLayout, is_fig11, panel_allocation, parse_cell,
                                                   parse_setting, settings)
+from dpfl.papers.kato2024.protocol.settings import ArtificialData, ProtocolSettings
 from dpfl.papers.kato2024.protocol.table import table
 
 PROTOCOL = ProtocolLayout()
@@ -75,20 +76,20 @@ def test_authors_code_sets_adam_and_ten_users():
 def test_generated_data_keeps_every_user_within_the_record_bound():
     from dpfl.papers.kato2024.streams import Streams
 
-    p = {"data": {"features": 4, "classes": 2, "records_per_silo": 300}, "silos": 3, "record_bound": 100}
-    run = artificial_run(p, 4, 7, Streams(0))  # 900 records, 4 users: ≈ 225 each → 100 kept each
+    data = ArtificialData(features=4, classes=2, records_per_silo=300)
+    run = artificial_run(data, 3, 100, 4, 7, Streams(0))  # 900 records, 4 users: ≈ 225 each → 100 kept each
     counts = np.bincount(run["user"], minlength=4)
     assert counts.max() == 100 and run["dropped"] == 900 - counts.sum() and run["X"].shape == (counts.sum(), 4)
     assert set(np.unique(run["silo"])) == {0, 1, 2} and set(np.unique(run["y"])) == {0, 1}
-    again = artificial_run(p, 4, 7, Streams(0))
+    again = artificial_run(data, 3, 100, 4, 7, Streams(0))
     assert all(np.array_equal(run[k], again[k]) for k in ("X", "y", "silo", "user"))
     # the data derive from the global seed: another one gives other records and users
-    other = artificial_run(p, 4, 7, Streams(1))
+    other = artificial_run(data, 3, 100, 4, 7, Streams(1))
     assert not np.array_equal(run["user"], other["user"]) and not np.array_equal(run["X"][:50], other["X"][:50])
-    roomy = artificial_run({**p, "record_bound": 2000}, 4, 7, Streams(0))
+    roomy = artificial_run(data, 3, 2000, 4, 7, Streams(0))
     assert roomy["dropped"] == 0 and len(roomy["y"]) == 900
     # the records do not depend on the number of users (a #users sweep shares them)
-    assert np.array_equal(artificial_run({**p, "record_bound": 2000}, 9, 7, Streams(0))["X"], roomy["X"])
+    assert np.array_equal(artificial_run(data, 3, 2000, 9, 7, Streams(0))["X"], roomy["X"])
     assert np.array_equal(np.bincount(roomy["silo"]), [300, 300, 300])
 
 
@@ -345,3 +346,36 @@ def test_timed_cells_claim_every_local_core_and_other_cells_do_not():
     assert jobs.cell_threads(cfg, "kato2024", "fig11", "heart10-fast", "none", 8) == 8
     assert jobs.cell_threads(cfg, "kato2024", "fig12", "h2-U20-reference", "none", None) == cfg.globals["threads"]
     assert jobs.cell_threads(cfg, "kato2024", "fig6", "a", "none", 8) == cfg.globals["threads"]
+
+
+# ------------------------------------------------------------------------------------------ a cell's settings
+
+
+def _cell_params(figure: str, cell: str, **overrides) -> dict:
+    cfg = config.load(ROOT, {"scale": "smoke"})
+    own, _ = ProtocolLayout().cell_params(cfg.figure_params("kato2024", figure, "none"), {}, cell)
+    return {**own, **overrides}
+
+
+def test_a_cells_settings_are_typed_once_for_either_figure():
+    fig11 = ProtocolSettings.from_params(_cell_params("fig11", "heart10-fast"))
+    assert fig11.panel is not None and fig11.data is None and fig11.setting == "heart10"
+    assert (fig11.silos, fig11.users, fig11.batch) == (fig11.panel.silos, fig11.panel.users, fig11.panel.batch)
+    assert fig11.panel.allocation_name(3) == panel_allocation(_cell_params("fig11", "heart10-fast")["panel"], 3)
+    fig12 = ProtocolSettings.from_params(_cell_params("fig12", "h2-U20-reference"))
+    assert fig12.panel is None and fig12.setting == "h2-U20" and fig12.implementation == "reference"
+    assert isinstance(fig12.data, ArtificialData) and fig12.hidden == 2 and fig12.users == 20
+    assert fig12.security.level == "paper" and fig12.hyper.clip == 1.0
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"sigmas": 1.0}, r"unknown key\(s\) \['sigmas'\]"),
+    ({"implementation": "fastest"}, r"params.implementation: 'fastest'; allowed: fast, reference"),
+    ({"optimizer": "rmsprop"}, r"params.optimizer: 'rmsprop'; allowed: sgd, adam"),
+    ({"rounds": 0}, r"rounds: 0; expected an integer ≥ 1"),
+    ({"seeds": []}, r"params.seeds is empty"),
+    ({"security": "secure", "simulation": False}, r"refuses a 1024-bit Paillier key"),
+])
+def test_a_bad_cell_setting_is_refused_at_the_boundary_naming_its_key(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        ProtocolSettings.from_params(_cell_params("fig12", "h2-U20-fast", **overrides))

@@ -183,10 +183,9 @@ def test_b_the_configuration_alone_gives_r_and_every_users_record_count(level):
     from dpfl.seeds import torch_generator
 
     S, U, setting, run_seed, global_seed = 3, 6, "h2-U6", 1, 0
-    params = {"security": level, "simulation": True, "key_bits": 1024, "record_bound": BOUND}
     rng = Streams(global_seed).protocol(setting, run_seed)  # the cell's setup of one run
     torch_generator(rng)
-    server, silos = protocol_parties(params, S, U, rng, {})
+    server, silos = protocol_parties(Security(level, simulation=True), 1024, BOUND, S, U, rng, {})
     counts = np.random.default_rng(2).integers(0, 6, size=(S, U))
     n = server.public.n
     hist = {s.index: s.blinded_histogram(counts[s.index], 0) for s in silos}

@@ -139,8 +139,8 @@ class FigureFamily:
     Experiment families: `layout` names a `FigureLayout` subclass ("module:Class", import-light) that says which cells
     a figure has; `cell(job, inputs, log)` computes one cell and returns a `CellResult` (its table and timing);
     `table(params, tables, log)` aggregates the cell tables into the figure's tidy table; `settings` names the frozen
-    type the cell reads its params into, once, at its start (`Class.from_params(params)`), so that nothing below
-    that boundary reads a settings dict.
+    type the cell reads its job into, once, at its start (`Class.from_job(job)`, job a dpfl.jobs.CellJob: its params
+    and paper settings, checked and converted), so that nothing below that boundary reads a settings dict.
 
     `name` is the family's name within its paper: the key of the scale files' `families:` reductions (one reduction
     serves every figure of the family, a new one included), of the configuration limits (dpfl.config_limits) and of
@@ -157,7 +157,7 @@ class FigureFamily:
     markdown: str | None = None  # "module:function"(df, spec) -> Markdown tables shown with the figure
     layout: str | None = None  # experiment families: "module:Class" of its FigureLayout
     cell: str | None = None  # experiment families: "module:function" computing one cell
-    settings: str | None = None  # experiment families: "module:Class" of the cell's frozen settings (from_params)
+    settings: str | None = None  # experiment families: "module:Class" of the cell's frozen settings (from_job)
 
     def __post_init__(self):
         if (self.kind == "experiment") != (self.layout is not None) or (self.layout is None) != (self.cell is None):

@@ -97,7 +97,7 @@ def run_cell(job, inputs: dict, log) -> CellResult:
     from dpfl.papers.bietti2022.methods import epsilon_curve, shuffled_certified_curve
     from dpfl.papers.bietti2022.ppsgd import Grid, grid_tensors
 
-    settings = GridSettings.from_params(job.params)  # the boundary: below, typed settings only
+    settings = GridSettings.from_job(job)  # the boundary: below, typed settings only
     impl = settings.implementation
     _, sigma = parse_cell(job.cell)
     grid = Grid.product(settings.etas, settings.levels, [0.0 if sigma is None else sigma])

@@ -109,6 +109,11 @@ class GridSettings:
     MODELS: ClassVar[tuple[str, ...]] = ("linear", "cnn")
 
     @classmethod
+    def from_job(cls, job) -> GridSettings:
+        """The cell's settings (the boundary a cell crosses at its start, dpfl.figure.FigureFamily.settings)."""
+        return cls.from_params(job.params)
+
+    @classmethod
     def from_params(cls, params: Mapping) -> GridSettings:
         """The settings of a cell's params (dpfl.jobs.CellJob.params): every key known, the ones the task needs
         given, the enumerations checked; values converted as the cell always did (`rounds`: None when absent, null

@@ -19,17 +19,20 @@ GROUP_PRIVACY = FigureFamily(name="group_privacy", table="dpfl.papers.kato2024.g
 TRAINING = FigureFamily(name="training", table="dpfl.papers.kato2024.training.table:curves",
                         plot="dpfl.papers.kato2024.training.plot:curves", kind="experiment", has_compat=True,
                         layout="dpfl.papers.kato2024.training.layout:TrainingLayout",
-                        cell="dpfl.papers.kato2024.training.cell:run_cell", schema="training_figure")
+                        cell="dpfl.papers.kato2024.training.cell:run_cell", schema="training_figure",
+                        settings="dpfl.papers.kato2024.training.settings:TrainingSettings")
 #: Figs 11-12: the private weighting protocol's phase times (spec §6-§7); each figure has its own plot and schema
 PROTOCOL = FigureFamily(name="protocol", table="dpfl.papers.kato2024.protocol.table:table", plot=None,
                         markdown="dpfl.papers.kato2024.protocol.plot:phase_markdown", kind="experiment",
                         has_compat=True, layout="dpfl.papers.kato2024.protocol.layout:ProtocolLayout",
-                        cell="dpfl.papers.kato2024.protocol.cell:run_cell", schema=None)
+                        cell="dpfl.papers.kato2024.protocol.cell:run_cell", schema=None,
+                        settings="dpfl.papers.kato2024.protocol.settings:ProtocolSettings")
 #: Fig 13: the records per user and silo of an allocation (sanity check S-K13)
 RECORDS = FigureFamily(name="records", table="dpfl.papers.kato2024.records.table:table",
                        plot="dpfl.papers.kato2024.records.plot:bars", kind="experiment",
                        layout="dpfl.papers.kato2024.records.layout:RecordsLayout",
-                       cell="dpfl.papers.kato2024.records.cell:run_cell", schema="allocation_figure")
+                       cell="dpfl.papers.kato2024.records.cell:run_cell", schema="allocation_figure",
+                       settings="dpfl.papers.kato2024.records.settings:RecordsSettings")
 
 PAPER = PaperDef(
     figures={

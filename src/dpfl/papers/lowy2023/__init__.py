@@ -13,7 +13,8 @@ TRAINING = FigureFamily(name="training", table="dpfl.papers.lowy2023.table:aggre
                         plot="dpfl.papers.lowy2023.plot:figure",
                         markdown="dpfl.papers.lowy2023.plot:diagnostics_markdown",
                         kind="experiment", has_compat=True, layout="dpfl.papers.lowy2023.layout:LowyLayout",
-                        cell="dpfl.papers.lowy2023.cell:run_cell", schema="figure")
+                        cell="dpfl.papers.lowy2023.cell:run_cell", schema="figure",
+                        settings="dpfl.papers.lowy2023.settings:PanelSettings")
 
 PAPER = PaperDef(
     figures={fig: FigureDef(TRAINING) for fig in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9")},

@@ -133,7 +133,7 @@ class TrialShared:
 
 def _run_cell(job, inputs: dict, log) -> CellResult:
     # the boundary: the cell's settings, and each run's as the run alone sees them; below, typed settings only
-    cell = PanelSettings.from_params(job.params, job.settings, job.cell)
+    cell = PanelSettings.from_job(job)
     runs = []  # (run id, its method, its settings, its streams)
     for method_id in cell.methods:
         run = run_id(cell.panel.id, method_id)

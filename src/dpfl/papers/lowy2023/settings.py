@@ -196,6 +196,11 @@ class PanelSettings:
     CALIBRATIONS: ClassVar[tuple[str, ...]] = ("paper", "accountant")
 
     @classmethod
+    def from_job(cls, job) -> PanelSettings:
+        """The cell's settings (the boundary a cell crosses at its start, dpfl.figure.FigureFamily.settings)."""
+        return cls.from_params(job.params, job.settings, job.cell)
+
+    @classmethod
     def from_params(cls, params: Mapping, paper_settings: Mapping, cell: str) -> PanelSettings:
         """The settings of panel `cell`'s params and paper-level settings (a dpfl.jobs.CellJob's `params` and
         `settings`): every key known and given, the enumerations checked, each method known and with a step grid;

@@ -19,8 +19,8 @@ import numpy as np
 
 from dpfl.figure import CellResult
 from dpfl.fl.engine import Evaluation, RoundRule
-from dpfl.papers.kato2024.protocol.layout import is_fig11, panel_allocation
 from dpfl.papers.kato2024.protocol.security import Security
+from dpfl.papers.kato2024.protocol.settings import ArtificialData, ProtocolSettings
 
 
 class SecureRounds(RoundRule, Evaluation):
@@ -57,22 +57,22 @@ class SecureRounds(RoundRule, Evaluation):
         return f"decrypted vs plaintext relative error {values['decrypted_rel_err'][0]:.1e}"
 
 
-def artificial_run(params: dict, users: int, seed: int, streams) -> dict:
-    """Fig 12's data of one run: make_classification (4 features, 2 classes) with `records_per_silo` records per
-    silo, silo s holding records [s·m, (s+1)·m), each record's user drawn uniformly from the `users` users. Both
+def artificial_run(data: ArtificialData, silos: int, record_bound: int, users: int, seed: int, streams) -> dict:
+    """Fig 12's data of one run: make_classification (4 features, 2 classes) with `records_per_silo` records in each
+    of the `silos` silos, silo s holding records [s·m, (s+1)·m), each record's user drawn uniformly from the `users`
+    users, no user above `record_bound` records. Both
     draws come from the global seed (`streams`: dpfl.papers.kato2024.streams.Streams) and the run's `seed`; the
     records do not depend on the number of users, so a sweep's points share them."""
     from sklearn.datasets import make_classification
 
-    data, S = params["data"], int(params["silos"])
-    m = int(data["records_per_silo"])
-    X, y = make_classification(n_samples=m * S, n_features=int(data["features"]), n_informative=2, n_redundant=2,
-                               n_classes=int(data["classes"]), random_state=streams.fig12_records(m, S, seed))
+    S, m = silos, data.records_per_silo
+    X, y = make_classification(n_samples=m * S, n_features=data.features, n_informative=2, n_redundant=2,
+                               n_classes=data.classes, random_state=streams.fig12_records(m, S, seed))
     rng = streams.fig12_users(users, m, S, seed)
     user = rng.integers(0, users, m * S)
     # the protocol needs n_u ≤ N̄ (L = lcm(1..N̄) must cancel n_u): a user above it keeps a uniform random N̄ of its
     # records (at 10 users × 30,000 records a user would hold ≈ 3,000 > N̄ = 2,000)
-    bound = int(params["record_bound"])
+    bound = record_bound
     order = rng.permutation(len(user))
     rank = np.empty(len(user), np.int64)
     sorted_users = user[order]
@@ -84,15 +84,15 @@ def artificial_run(params: dict, users: int, seed: int, streams) -> dict:
             "user": user[keep], "dropped": int((~keep).sum())}
 
 
-def protocol_parties(p: dict, S: int, U: int, rng, times: dict) -> tuple:
+def protocol_parties(security: Security, key_bits: int, record_bound: int, S: int, U: int, rng, times: dict) -> tuple:
     """The server and the S silos of one run after the key exchange (appended to times["key exchange"]), at the
-    cell's security level (`p`: the cell's params). The paper's mode draws R from `rng`, the run's seeded stream (as
-    this reproduction always has, so the paper's timings keep their numbers); the secure mode never gives it `rng`:
-    R comes from `secrets`. Key generation is not timed."""
+    cell's `security` level on a `key_bits`-bit Paillier key, no user above `record_bound` records. The paper's mode
+    draws R from `rng`, the run's seeded stream (as this reproduction always has, so the paper's timings keep their
+    numbers); the secure mode never gives it `rng`: R comes from `secrets`. Key generation is not timed."""
     from dpfl.papers.kato2024.protocol.secure import Server, Silo, key_exchange, user_masks
 
-    security, bound = Security.of_cell(p), int(p["record_bound"])
-    server = Server(S, bits=int(p["key_bits"]), record_bound=bound, security=security)
+    bound = record_bound
+    server = Server(S, bits=key_bits, record_bound=bound, security=security)
     keys, shared, _ = key_exchange(S, None if security.secure else rng, times, security)
     silos = [Silo(s, server.public, keys[s], user_masks(shared[s], U, server.public.n), record_bound=bound,
                   security=security) for s in range(S)]
@@ -129,43 +129,39 @@ def run_cell(job, inputs: dict, log) -> CellResult:
     from dpfl.papers.kato2024.tasks import TASKS, load_run_data
     from dpfl.seeds import torch_generator
 
-    p = job.params
+    settings = ProtocolSettings.from_job(job)  # the boundary: below, typed settings only
     torch.set_num_threads(1)  # the paper's timings are single-threaded
     device = resolve_device("cpu")  # the protocol's arithmetic is on the CPU; so is the (tiny) local training
     method = BY_ID["uldp_avg_w"]
-    impl, T, hyper = p["implementation"], int(p["rounds"]), method.hyper_params(p["hyper"])
-    sigma, delta, bits = float(p["sigma"]), float(p["delta"]), int(p["key_bits"])
-    security = Security.of_cell(p)
-    security.check_key_bits(bits)
+    impl, T, hyper = settings.implementation, settings.rounds, settings.hyper
+    sigma, delta, bits = settings.sigma, settings.delta, settings.key_bits
+    security, panel, setting = settings.security, settings.panel, settings.setting
     streams = Streams(job.seed)
-    if is_fig11(p):
-        panel = p["panel"]
-        setting, dataset = panel["id"], panel["dataset"]
-        S, U, B = int(panel["silos"]), int(panel["users"]), int(panel["batch"])
+    S, U, B = settings.silos, settings.users, settings.batch
+    if panel is not None:
+        dataset = panel.dataset
         model, loss = TASKS[dataset]["model"], TASKS[dataset]["loss"]  # as the training figures
         prepared = dict(np.load(inputs["prepared"][dataset], allow_pickle=False))
-        meta = {"panel": setting, "dataset": dataset, "distribution": panel["distribution"]}
+        meta = {"panel": setting, "dataset": dataset, "distribution": panel.distribution}
     else:
-        S, U, B = int(p["silos"]), int(p["users"]), int(p["batch"])
-        model, loss, dataset = f"artificial_mlp_h{int(p['hidden'])}", "ce", "artificial"
-        setting = f"h{int(p['hidden'])}-U{U}"
-        meta = {"panel": setting, "dataset": dataset, "distribution": "uniform", "hidden": int(p["hidden"])}
+        model, loss, dataset = f"artificial_mlp_h{settings.hidden}", "ce", "artificial"
+        meta = {"panel": setting, "dataset": dataset, "distribution": "uniform", "hidden": settings.hidden}
     dim = FlatModel(build_model(model, 0), loss).dim
     log(f"{setting} ({impl} weighting, security {security.level}{', a simulation' if security.simulation else ''}): "
-        f"{len(p['seeds'])} run(s) × {T} round(s), U = {U}, S = {S}, {dim} params, {bits}-bit Paillier, "
-        f"optimizer {p['optimizer']}, 1 thread, CPU {cpu_name()}")
+        f"{len(settings.seeds)} run(s) × {T} round(s), U = {U}, S = {S}, {dim} params, {bits}-bit Paillier, "
+        f"optimizer {settings.optimizer}, 1 thread, CPU {cpu_name()}")
 
     rows, checks, dropped = [], [], []
-    progress = Progress(len(p["seeds"]) * len(progress_rounds(T)), log, setting)
-    for seed in p["seeds"]:
-        if is_fig11(p):
-            alloc = dict(np.load(inputs["allocations"][panel_allocation(panel, seed)], allow_pickle=False))
+    progress = Progress(len(settings.seeds) * len(progress_rounds(T)), log, setting)
+    for seed in settings.seeds:
+        if panel is not None:
+            alloc = dict(np.load(inputs["allocations"][panel.allocation_name(seed)], allow_pickle=False))
             run = load_run_data(dataset, prepared, alloc)
         else:
-            run = artificial_run(p, U, seed, streams)
+            run = artificial_run(settings.data, S, settings.record_bound, U, seed, streams)
             if run["dropped"]:
                 log(f"run {seed}: {run['dropped']} records dropped so that no user holds more than "
-                    f"N̄ = {p['record_bound']} (the protocol's bound)")
+                    f"N̄ = {settings.record_bound} (the protocol's bound)")
             dropped.append(run["dropped"])
         fed = Federation.build([run], S, U, "user", B, device)  # ULDP-AVG-w's (silo, user) pairs
         fm = FlatModel(build_model(model, seed, dtype=torch.float64), loss)
@@ -176,12 +172,12 @@ def run_cell(job, inputs: dict, log) -> CellResult:
         rng = streams.protocol(setting, seed)
         gen = torch_generator(rng)
         times: dict = {}
-        server, silos = protocol_parties(p, S, U, rng, times)
+        server, silos = protocol_parties(security, bits, settings.record_bound, S, U, rng, times)
         rows.append({"seed": seed, "round": 0, "phase": "key exchange", "silo": -1,
                      "seconds": times.pop("key exchange")[0], "full_exponentiations": 0})
         rounds = SecureRounds(fed, fm, hyper, noise_std=method.round_noise_std(sigma, hyper.clip), batch=B, gen=gen,
                               server=server, silos=silos,
-                              reference=impl == "reference", optimizer=p["optimizer"])
+                              reference=impl == "reference", optimizer=settings.optimizer)
         done = run_rounds(theta, rounds, rounds, rounds=T, schedule=range(1, T + 1),
                           failure=NoFreeze("decrypted_rel_err"), progress=progress, label=f"run {seed}")
         for rec in done.records:  # one row per phase (local training: per silo) and round
@@ -196,7 +192,7 @@ def run_cell(job, inputs: dict, log) -> CellResult:
     nominal, certified = epsilon_curves(method, T, sigma, delta, q=1.0, silo_records=np.ones(S, int), batch=B,
                                         epochs=hyper.epochs, group_k=1)
     df = df.assign(**meta, users=U, silos=S, params=dim, implementation=impl, security=security.level,
-                   simulation=security.simulation, optimizer=p["optimizer"],
+                   simulation=security.simulation, optimizer=settings.optimizer,
                    key_bits=bits, rounds=T, threads=1, device=describe(device), cpu=cpu_name(),
                    decrypted_rel_err=max(checks), eps=float(nominal[-1]), eps_certified=float(certified[-1]),
                    records_dropped=int(sum(dropped)))

@@ -84,7 +84,7 @@ class ProtocolLayout(FigureLayout):
     def cells(self, params: dict) -> list[str]:
         check_securities(params)
         impls, levels = params["implementations"], params["securities"]
-        points = ([p["id"] for p in params["panels"]] if is_fig11(params)
+        points = ([panel["id"] for panel in params["panels"]] if is_fig11(params)
                   else [f"h{h}-U{u}" for h, u in settings(params)])
         return [cell_name(point, impl, level) for point in points for impl in impls for level in levels]
 
@@ -92,7 +92,7 @@ class ProtocolLayout(FigureLayout):
         """Fig 11: the panels' datasets and allocations of every seed; Fig 12: nothing (generated in the cell)."""
         if not is_fig11(params):
             return (), ()
-        datasets = tuple(dict.fromkeys(p["dataset"] for p in params["panels"]))
+        datasets = tuple(dict.fromkeys(panel["dataset"] for panel in params["panels"]))
         names = [panel_allocation(p, s) for p in params["panels"] for s in params["seeds"]]
         return datasets, tuple(dict.fromkeys(names))
 
@@ -101,7 +101,7 @@ class ProtocolLayout(FigureLayout):
         if not is_fig11(params):
             return (), ()
         setting, _, _ = parse_cell(cell)
-        return self.needs({**params, "panels": [p for p in params["panels"] if p["id"] == setting]})
+        return self.needs({**params, "panels": [panel for panel in params["panels"] if panel["id"] == setting]})
 
     def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
         """A cell depends on its own setting, implementation and security level and the shared run settings."""
@@ -110,7 +110,7 @@ class ProtocolLayout(FigureLayout):
                if k not in ("panels", "hidden", "users", "implementations", "securities")}
         own["implementation"], own["security"] = impl, security
         if is_fig11(params):
-            own["panel"] = next(p for p in params["panels"] if p["id"] == setting)
+            own["panel"] = next(panel for panel in params["panels"] if panel["id"] == setting)
         else:
             own["hidden"], own["users"] = parse_setting(setting)
         return own, {}
@@ -131,8 +131,8 @@ class ProtocolLayout(FigureLayout):
                "security": levels | ({"secure/paper"} if overhead else set()), "phase": set(PHASES)}
         if is_fig11(params):
             panels = params["panels"]
-            out.update(panel={p["id"] for p in panels}, dataset={p["dataset"] for p in panels},
-                       users={int(p["users"]) for p in panels}, silos={int(p["silos"]) for p in panels},
+            out.update(panel={panel["id"] for panel in panels}, dataset={panel["dataset"] for panel in panels},
+                       users={int(panel["users"]) for panel in panels}, silos={int(panel["silos"]) for panel in panels},
                        quantity={"phase_seconds", "silo_seconds"})
         else:
             points = settings(params)

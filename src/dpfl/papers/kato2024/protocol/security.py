@@ -1,6 +1,6 @@
 """The private weighting protocol's security levels (docs/papers/kato2024.md, 'Security of the private weighting
-protocol'), typed once from a cell's params; import-light, so that the figure layout can refuse a setting when the DAG
-is built, before any cell runs."""
+protocol'), typed once from a cell's params (dpfl.papers.kato2024.protocol.settings); import-light, so that the
+figure layout can refuse a setting when the DAG is built, before any cell runs."""
 
 from __future__ import annotations
 
@@ -36,11 +36,6 @@ class Security:
     def __post_init__(self):
         if self.level not in SECURITY_LEVELS:
             raise ValueError(f"security {self.level!r} is not one of {', '.join(SECURITY_LEVELS)}")
-
-    @classmethod
-    def of_cell(cls, params: dict) -> Security:
-        """A cell's level (`security`, from its name) and the figure's `simulation`."""
-        return cls(params["security"], bool(params["simulation"]))
 
     @property
     def secure(self) -> bool:

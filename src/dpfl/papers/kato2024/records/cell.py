@@ -33,7 +33,7 @@ def run_cell(job, inputs: dict, log) -> CellResult:
     import numpy as np
     import pandas as pd
 
-    settings = RecordsSettings.from_params(job.params, job.cell)  # the boundary: below, typed settings only
+    settings = RecordsSettings.from_job(job)  # the boundary: below, typed settings only
     panel = settings.panel
     U, S, seed = panel.users, panel.silos, settings.seed
     name = settings.allocation_name

@@ -32,6 +32,11 @@ class RecordsSettings:
     KEYS: ClassVar[tuple[str, ...]] = ("dataset", "allocation", "seed", "panels")
 
     @classmethod
+    def from_job(cls, job) -> RecordsSettings:
+        """The cell's settings (the boundary a cell crosses at its start, dpfl.figure.FigureFamily.settings)."""
+        return cls.from_params(job.params, job.cell)
+
+    @classmethod
     def from_params(cls, params: Mapping, cell: str) -> RecordsSettings:
         """The settings of panel cell `cell`: exactly the figure's keys, a known dataset and allocation family, a
         seed ≥ 0 and the panel's own keys (dpfl.papers.kato2024.panels.Panel)."""

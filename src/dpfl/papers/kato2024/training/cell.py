@@ -95,7 +95,7 @@ def run_cell(job, inputs: dict, log) -> CellResult:
     timing."""
     from dpfl.fl.device import keep_freed_memory, resolve_device
 
-    settings = TrainingSettings.from_params(job.params, job.cell)  # the boundary: below, typed settings only
+    settings = TrainingSettings.from_job(job)  # the boundary: below, typed settings only
     panel, dataset, streams = settings.panel, settings.dataset, Streams(job.seed)
     device = resolve_device(job.device)
     keep_freed_memory()  # the cell's process reuses the pages its steps free (speed only)

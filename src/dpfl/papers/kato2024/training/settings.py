@@ -116,6 +116,11 @@ class TrainingSettings:
     OPTIONAL: ClassVar[tuple[str, ...]] = ("sampling_rates",)
 
     @classmethod
+    def from_job(cls, job) -> TrainingSettings:
+        """The cell's settings (the boundary a cell crosses at its start, dpfl.figure.FigureFamily.settings)."""
+        return cls.from_params(job.params, job.cell)
+
+    @classmethod
     def from_params(cls, params: Mapping, cell: str) -> TrainingSettings:
         """The settings of panel cell `cell` from its params (dpfl.jobs.CellJob.params): every key known, the
         dataset, family, methods and hyper-parameter blocks checked; values converted as the cell always did."""
