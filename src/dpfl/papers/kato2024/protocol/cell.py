@@ -89,7 +89,9 @@ def protocol_parties(p: dict, S: int, U: int, rng, times: dict) -> tuple:
     cell's security level (`p`: the cell's params). The paper's mode draws R from `rng`, the run's seeded stream (as
     this reproduction always has, so the paper's timings keep their numbers); the secure mode never gives it `rng`:
     R comes from `secrets`. Key generation is not timed."""
-    from dpfl.papers.kato2024.protocol.secure import Server, Silo, key_exchange, user_masks
+    from dpfl.papers.kato2024.protocol.encoding import user_masks
+    from dpfl.papers.kato2024.protocol.keys import key_exchange
+    from dpfl.papers.kato2024.protocol.secure import Server, Silo
 
     security, bound = Security.of_cell(p), int(p["record_bound"])
     server = Server(S, bits=int(p["key_bits"]), record_bound=bound, security=security)
