@@ -297,7 +297,7 @@ def test_bad_inputs_raise_clear_errors(call, message):
 # ---------------------------------------------------------------- instance names
 
 def test_an_allocation_instance_name_round_trips_and_is_spelled_once():
-    from dpfl.papers.kato2024.allocation import AllocationInstance, parse_instance
+    from dpfl.papers.kato2024.allocation_instances import AllocationInstance, parse_instance
     from dpfl.papers.kato2024.panels import seed_allocation
     from dpfl.papers.kato2024.protocol.layout import panel_allocation
 

@@ -25,7 +25,8 @@ from dpfl import config
 from dpfl.data import fetchers, sources
 from dpfl.data.common import DataError, save_prepared, sha256_file
 from dpfl.data.loaders import creditcard
-from dpfl.papers.kato2024.allocation import allocate_flamby, allocate_records, build_flamby, build_records
+from dpfl.papers.kato2024.allocation import allocate_flamby, allocate_records
+from dpfl.papers.kato2024.allocation_instances import build_flamby, build_records
 from dpfl.papers.kato2024.training.group import bounding_flags, group_size
 from dpfl.stages.allocate import run_allocate
 from dpfl.stages.download import run_download

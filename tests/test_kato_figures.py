@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from dpfl.jobs import CellJob
-from dpfl.papers.kato2024.allocation import build_flamby
+from dpfl.papers.kato2024.allocation_instances import build_flamby
 from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
 from dpfl.papers.kato2024.training import layout
 from dpfl.papers.kato2024.training.cell import run_cell

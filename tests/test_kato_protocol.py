@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from dpfl import claims, config, tidy
-from dpfl.papers.kato2024.allocation import build_flamby
+from dpfl.papers.kato2024.allocation_instances import build_flamby
 from dpfl.papers.kato2024.methods import BY_ID, epsilon_curves
 from dpfl.papers.kato2024.protocol.cell import artificial_run, run_cell
 from dpfl.papers.kato2024.protocol.layout import (PHASES, ProtocolLayout, is_fig11, panel_allocation, parse_cell,

@@ -1,4 +1,4 @@
-"""Two attacks on kato2024's private weighting protocol (dpfl.papers.kato2024.protocol.secure), which succeed on the
+"""Two attacks on kato2024's private weighting protocol (dpfl.papers.kato2024.protocol), which succeed on the
 paper's protocol (security: paper) and fail on the secure mode (docs/papers/kato2024.md, 'Security of the private
 weighting protocol'):
 
@@ -28,7 +28,8 @@ import gmpy2
 import numpy as np
 import pytest
 
-from dpfl.papers.kato2024.protocol.secure import PRECISION, Server, Silo, user_masks
+from dpfl.papers.kato2024.protocol.encoding import PRECISION, user_masks
+from dpfl.papers.kato2024.protocol.secure import Server, Silo
 from dpfl.papers.kato2024.protocol.security import Security
 
 BOUND = 30  # N̄: L = lcm(1..30), whose odd prime factors are all below the smooth part's primes

@@ -1,4 +1,4 @@
-"""kato2024's private weighting protocol (dpfl.papers.kato2024.protocol.secure): the decrypted aggregate equals
+"""kato2024's private weighting protocol (dpfl.papers.kato2024.protocol): the decrypted aggregate equals
 the plaintext ULDP-AVG-w messages Σ_s (Σ_u (n_{s,u}/n_u)·clip_C(Δ_{s,u}) + noise_s) within 1e-8 relative (negative
 coordinates and users absent from some silos included), the fast and the reference weighting decrypt alike, the masks
 cancel exactly while every value the server sees is blinded, B_u⁻¹ is correct, and a missing silo stops the round.
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from dpfl.papers.kato2024.protocol.secure import ProtocolError, Server, Silo, decode, lcm_bound, user_masks
+from dpfl.papers.kato2024.protocol.encoding import ProtocolError, decode, lcm_bound, user_masks
+from dpfl.papers.kato2024.protocol.secure import Server, Silo
 from reference_aggregate import silo_messages
 
 
@@ -152,7 +153,7 @@ def test_full_3072_bit_path_with_the_spec_record_bound():
 def test_group_15_prime_is_the_rfc_3526_safe_prime():
     import mpmath
 
-    from dpfl.papers.kato2024.protocol.secure import MODP_3072_PRIME
+    from dpfl.papers.kato2024.protocol.keys import MODP_3072_PRIME
 
     mpmath.mp.prec = 3300
     want = 2**3072 - 2**3008 - 1 + 2**64 * (int(mpmath.floor(mpmath.mpf(2) ** 2942 * mpmath.pi)) + 1690314)
@@ -160,7 +161,7 @@ def test_group_15_prime_is_the_rfc_3526_safe_prime():
 
 
 def test_key_exchange_gives_pairwise_keys_and_the_seed_to_every_silo_and_the_server_only_padded_values():
-    from dpfl.papers.kato2024.protocol.secure import key_exchange
+    from dpfl.papers.kato2024.protocol.keys import key_exchange
 
     keys, seeds, relayed = key_exchange(4, np.random.default_rng(3))
     for a in range(4):
@@ -174,7 +175,7 @@ def test_key_exchange_gives_pairwise_keys_and_the_seed_to_every_silo_and_the_ser
 
 
 def test_protocol_with_exchanged_keys_and_seed():
-    from dpfl.papers.kato2024.protocol.secure import key_exchange
+    from dpfl.papers.kato2024.protocol.keys import key_exchange
 
     counts, clipped, noise = federation(S=3, U=4, D=3, seed=7)
     S, U = counts.shape
@@ -269,7 +270,7 @@ def test_a_user_above_the_record_bound_stops_the_round_instead_of_a_wrong_model(
 def test_multi_exp_equals_the_product_of_separate_powmods(U, D, scale):
     """Straus' interleaved windows with signed exponents (negatives through the inverse), zero exponents and
     all-zero columns: the same residues as ∏_u powmod(b_u, e_uj) (b_u⁻¹ for e_uj < 0). Modulus: a 1024-bit n²."""
-    from dpfl.papers.kato2024.protocol.secure import multi_exp
+    from dpfl.papers.kato2024.protocol.encoding import multi_exp
 
     rng = np.random.default_rng(U * 100 + D)
     server = Server(2, bits=1024, record_bound=30)
@@ -361,7 +362,7 @@ def test_ws_round_trains_every_user_and_weights_the_unsampled_ones_by_zero(monke
 
 
 def test_decoding_check_at_its_edge():
-    from dpfl.papers.kato2024.protocol.secure import check_decoding, decoding_error_bound
+    from dpfl.papers.kato2024.protocol.encoding import check_decoding, decoding_error_bound
 
     plain = np.array([0.3, -1.7, 2.5])
     bound = decoding_error_bound(4, 3)
@@ -375,7 +376,7 @@ def test_decoding_error_reaches_the_bound_when_every_rounding_is_half_a_unit_and
     """Updates and noise at k + 0.499 encoding units: every ⌊·⌉ is off by 0.499, so the decoded sum is 0.499·(U_a + S)
     units from the plaintext one, just inside (U_a + S)/2; a message one unit (P) further, in the same direction, is
     outside and stops the round."""
-    from dpfl.papers.kato2024.protocol.secure import check_decoding, decoding_error_bound
+    from dpfl.papers.kato2024.protocol.encoding import check_decoding, decoding_error_bound
 
     counts, _, _ = federation(S=3, U=5, D=4)  # user 4 has no records: U_a = 4
     k = np.random.default_rng(7).integers(10**6, 10**8, size=(3, 5, 4))
@@ -434,7 +435,7 @@ def test_secure_noise_has_the_papers_scale_in_the_models_units():
 def test_secure_key_exchange_256_bit_seed_and_separate_subkeys():
     """The secure mode: R has 32 bytes, every silo recovers it, the server relays R ⊕ pad with a pad subkey that is not
     the masks' key; the paper's mode: R has 4 bytes from the seeded stream and the pad is the masks' key's first 4."""
-    from dpfl.papers.kato2024.protocol.secure import key_exchange
+    from dpfl.papers.kato2024.protocol.keys import key_exchange
     from dpfl.papers.kato2024.protocol.security import Security
 
     keys, seeds, relayed = key_exchange(3, security=Security("secure"))

@@ -56,7 +56,8 @@ def _kato_allocation(v: Variant, dataset_path: tuple, family_path: tuple) -> dic
 
 
 def _kato_panel(v: Variant, entry: dict, panel: dict, at: tuple) -> None:
-    """One panel's allocation instance <distribution>-U<users>-S<silos> of `entry` (dpfl.papers.kato2024.allocation):
+    """One panel's allocation instance <distribution>-U<users>-S<silos> of `entry`
+    (dpfl.papers.kato2024.allocation_instances):
 
     - the distribution is one the dataset's allocation kind has (FLamby: uniform, zipf: training.layout.DISTRIBUTIONS);
     - FLamby (heart_disease, tcga_brca): silos = the dataset's centres (build_flamby), and users ≤ its training
@@ -76,7 +77,7 @@ def _kato_panel(v: Variant, entry: dict, panel: dict, at: tuple) -> None:
         sizes = size.counts["train"]
         if silos != len(sizes):
             v.problem((*at, "silos"), f"{silos} must be {len(sizes)}, the FLamby centres of {dataset} ({size.origin}) "
-                                      f"(dpfl.papers.kato2024.allocation.build_flamby)")
+                                      f"(dpfl.papers.kato2024.allocation_instances.build_flamby)")
         pairs = entry["params"]["min_records"] == 2
         capacity = sum(n // 2 for n in sizes) if pairs else sum(sizes)
         if users > capacity:
@@ -154,7 +155,8 @@ def _kato_allocation_figure(v: Variant) -> None:
 
 @functools.lru_cache(maxsize=16)
 def _lcm_bits(record_bound: int) -> int:
-    """Bits of L·10^12, L = lcm(1..N̄) (dpfl.papers.kato2024.protocol.secure.lcm_bound, Server)."""
+    """Bits of L·10^12, L = lcm(1..N̄) (dpfl.papers.kato2024.protocol.encoding.lcm_bound,
+    dpfl.papers.kato2024.protocol.secure.Server)."""
     return (math.lcm(*range(1, record_bound + 1)) * 10 ** 12).bit_length()
 
 

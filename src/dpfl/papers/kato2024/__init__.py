@@ -44,13 +44,13 @@ PAPER = PaperDef(
     },
     allocation_kinds={
         # §1.1-1.2 + §2.1: the seed's split, then users and silos for every training record
-        "kato_records": AllocationKind(function="dpfl.papers.kato2024.allocation:build_records",
+        "kato_records": AllocationKind(function="dpfl.papers.kato2024.allocation_instances:build_records",
                                        datasets=("creditcard", "mnist"),
-                                       instances="dpfl.papers.kato2024.allocation:parse_instance"),
+                                       instances="dpfl.papers.kato2024.allocation_instances:parse_instance"),
         # §2.2: user ids for FLamby's fixed silos
-        "kato_flamby": AllocationKind(function="dpfl.papers.kato2024.allocation:build_flamby",
+        "kato_flamby": AllocationKind(function="dpfl.papers.kato2024.allocation_instances:build_flamby",
                                       datasets=("heart_disease", "tcga_brca"),
-                                      instances="dpfl.papers.kato2024.allocation:parse_instance"),
+                                      instances="dpfl.papers.kato2024.allocation_instances:parse_instance"),
     },
     methods="dpfl.papers.kato2024.methods",
     schema_fragments="dpfl.papers.kato2024.methods:schema_fragments",

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS, AllocationInstance
+from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS
+from dpfl.papers.kato2024.allocation_instances import AllocationInstance
 
 #: the distributions of spec §2 each dataset's allocation family supports
 DISTRIBUTIONS = {"creditcard": RECORD_KINDS, "mnist": RECORD_KINDS, "heart_disease": FLAMBY_KINDS,

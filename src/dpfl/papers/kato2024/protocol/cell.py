@@ -89,7 +89,9 @@ def protocol_parties(security: Security, key_bits: int, record_bound: int, S: in
     cell's `security` level on a `key_bits`-bit Paillier key, no user above `record_bound` records. The paper's mode
     draws R from `rng`, the run's seeded stream (as this reproduction always has, so the paper's timings keep their
     numbers); the secure mode never gives it `rng`: R comes from `secrets`. Key generation is not timed."""
-    from dpfl.papers.kato2024.protocol.secure import Server, Silo, key_exchange, user_masks
+    from dpfl.papers.kato2024.protocol.encoding import user_masks
+    from dpfl.papers.kato2024.protocol.keys import key_exchange
+    from dpfl.papers.kato2024.protocol.secure import Server, Silo
 
     bound = record_bound
     server = Server(S, bits=key_bits, record_bound=bound, security=security)

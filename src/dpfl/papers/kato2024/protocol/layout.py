@@ -72,7 +72,7 @@ def parse_setting(setting: str) -> tuple[int, int]:
 
 def panel_allocation(panel: dict, seed: int) -> str:
     """The allocation of one seed of a Fig 11 panel (each panel names its own `allocation` family)."""
-    from dpfl.papers.kato2024.allocation import AllocationInstance
+    from dpfl.papers.kato2024.allocation_instances import AllocationInstance
 
     return AllocationInstance.of_panel(panel, seed).of_family(panel["allocation"])
 

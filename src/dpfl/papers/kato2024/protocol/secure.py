@@ -26,11 +26,9 @@ Two implementations of the silo's weighting (`Silo.weighted_message`) decrypt to
   while Enc(B_u⁻¹) and n_{s,u} are unchanged (every round of -w), and one multi-exponentiation per coordinate across
   the users with signed small exponents (c_u⁻¹ for negative coordinates).
 
-Key exchange (`key_exchange`): every silo makes a Diffie–Hellman key pair in the RFC 3526 3072-bit MODP group 15
-(`cryptography`), the server relays the public keys, every pair of silos derives its shared key with HKDF-SHA256, and
-silo 0 sends a random seed R to every other silo as R ⊕ K_{0,s} through the server; the per-user masks r_u derive
-from R. The server relays only public keys and one-time-padded seeds. The public keys are not authenticated: the
-parties are semi-honest (they follow the protocol), and a server that swapped them could read the seeds.
+The messages' encoding, masks and arithmetic are in dpfl.papers.kato2024.protocol.encoding; the silos' key exchange
+(`key_exchange`: the keys of the pairwise masks and the seed R of the per-user masks r_u) in
+dpfl.papers.kato2024.protocol.keys.
 
 Security levels (`Security`; docs/papers/kato2024.md, 'Security of the private weighting protocol'):
 - `paper`, the paper's protocol and its published code, which the figures time: the noise and the masks enter a
@@ -46,226 +44,28 @@ Security levels (`Security`; docs/papers/kato2024.md, 'Security of the private w
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import math
 import random
-import warnings
 from collections.abc import Sequence
 from fractions import Fraction
 
 import gmpy2
 import numpy as np
 
-from dpfl.papers.kato2024.protocol.security import PAPER, SECURE_SEED_BYTES, Security
-from dpfl.privacy.discrete_gaussian import discrete_gaussians
-
-#: the paper's precision of the fixed-point encoding and bound on a user's records that L covers
-PRECISION = 1e-10
-RECORD_BOUND = 2000
-
-#: RFC 3526 §4, the 3072-bit MODP group 15 (generator 2): 2^3072 − 2^3008 − 1 + 2^64·(⌊2^2942·π⌋ + 1690314), a safe
-#: prime (tests/test_kato_secure.py recomputes it from that formula)
-MODP_3072_PRIME = int(
-    "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
-    "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
-    "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F"
-    "83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804F1746C08CA18217C32905E462E36CE3B"
-    "E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6955817183995497CEA956AE515D2261898FA0510"
-    "15728E5A8AAAC42DAD33170D04507A33A85521ABDF1CBA64ECFB850458DBEF0A8AEA71575D060C7DB3970F85A6E1E4C7"
-    "ABF5AE8CDB0933D71E8C94E04A25619DCEE3D2261AD2EE6BF12FFA06D98A0864D87602733EC86A64521F2B18177B200C"
-    "BBE117577A615D6C770988C0BAD946E208E24FA074E5AB3143DB5BFCE0FD108E4B82D120A93AD2CAFFFFFFFFFFFFFFFF",
-    16,
+from dpfl.papers.kato2024.protocol.encoding import (
+    PRECISION,
+    RECORD_BOUND,
+    ProtocolError,
+    check_decoding,
+    decode,
+    encode,
+    encode_noise,
+    lcm_bound,
+    multi_exp,
+    pair_sign_masks,
 )
-MODP_3072_GENERATOR = 2
-
-
-class ProtocolError(RuntimeError):
-    """A round cannot complete correctly (e.g. a silo dropped out): it stops instead of producing a wrong model."""
-
-
-
-
-def lcm_bound(record_bound: int = RECORD_BOUND) -> int:
-    """L = lcm(1..N̄): L·n_{s,u}/n_u is an integer for every n_u ≤ N̄."""
-    return math.lcm(*range(1, record_bound + 1))
-
-
-def encode(values: np.ndarray, precision: float = PRECISION) -> list[int]:
-    """⌊x/P⌉ as exact signed integers."""
-    return [int(v) for v in np.rint(np.asarray(values, dtype=np.float64) / precision)]
-
-
-def encode_noise(noise, precision: float = PRECISION) -> list[int]:
-    """A silo's noise in the encoding: real values (the paper's float Gaussian) as ⌊z/P⌉; an integer array (the secure
-    mode's discrete Gaussian, `Silo.draw_noise`) is in the encoding's units already."""
-    noise = np.asarray(noise)
-    if np.issubdtype(noise.dtype, np.integer):
-        return [int(v) for v in noise]
-    return encode(noise, precision)
-
-
-def decode(v: int, n: int) -> int:
-    """A residue mod n read as a signed integer (values above n/2 are negative)."""
-    v %= n
-    return v - n if v > n // 2 else v
-
-
-def stream_int(key: bytes, label: str, index: int, n: int) -> int:
-    """A pseudo-random element of Z_n from a key (SHAKE-256 of key‖label‖index, 128 extra bits before the reduction
-    so that it is statistically close to uniform)."""
-    nbytes = (n.bit_length() + 7) // 8 + 16
-    digest = hashlib.shake_256(key + label.encode() + index.to_bytes(8, "big")).digest(nbytes)
-    return int.from_bytes(digest, "big") % n
-
-
-def user_masks(seed: bytes, n_users: int, n: int) -> list[int]:
-    """The per-user blinding masks r_u ∈ Z_n*, the same for every silo that knows the seed (coprime to n: redrawn
-    with the next index in the unlikely case they are not)."""
-    out = []
-    for u in range(n_users):
-        k = 0
-        while True:
-            r = stream_int(seed, f"user_mask/{u}", k, n)
-            if r and math.gcd(r, n) == 1:
-                break
-            k += 1
-        out.append(r)
-    return out
-
-
-def _pair_sign_masks(index: int, pair_keys: dict[int, bytes], label: str, count: int, n: int) -> list[int]:
-    """Σ over the other silos of ±mask (+ towards a larger silo index, − towards a smaller one), per position."""
-    total = [0] * count
-    for other, key in pair_keys.items():
-        sign = 1 if index < other else -1
-        for j in range(count):
-            total[j] = (total[j] + sign * stream_int(key, label, j, n)) % n
-    return total
-
-
-def multi_exp(bases: Sequence, exps: np.ndarray, modulus) -> list:
-    """∏_u bases[u]^exps[u, j] mod `modulus` for every column j, with signed integer exponents (a negative one uses
-    the base's inverse): Straus' interleaved windows, so the squarings are shared by all bases of a column and
-    each base's table of powers c^1..c^(2^w−1) (and of c⁻¹ when needed) serves every column. The window w minimises
-    the multiplications for this shape. Equals the product of separate powmods (tested)."""
-    m = gmpy2.mpz(modulus)
-    U, D = exps.shape if len(bases) else (0, exps.shape[1] if exps.ndim == 2 else 0)
-    if not U:
-        return [gmpy2.mpz(1)] * D
-    mags = np.abs(exps)
-    if mags.max() >= 2.0**62:
-        raise ValueError(f"exponent of {int(mags.max()).bit_length()} bits: encode with a coarser precision")
-    mags = mags.astype(np.int64)
-    neg = exps < 0
-    bits = max(1, int(mags.max()).bit_length())
-    # cost (multiplications) of window w: tables U·(2^w − 2) per sign in use + per column ⌈bits/w⌉·U + bits squarings
-    signs = 1 + int(neg.any())
-    w = min(range(1, 9), key=lambda w: signs * U * (2**w - 2) + D * (U * -(-bits // w) + bits))
-    top = (1 << w) - 1
-
-    def table(c):
-        out = [gmpy2.mpz(1), c]
-        for _ in range(top - 1):
-            out.append(out[-1] * c % m)
-        return out
-
-    pos = [table(gmpy2.mpz(c)) for c in bases]
-    inv = [table(gmpy2.invert(gmpy2.mpz(c), m)) if neg[u].any() else None for u, c in enumerate(bases)]
-    windows = -(-bits // w)
-    digits = np.stack([(mags >> (w * k)) & top for k in range(windows)])  # (windows, U, D)
-    out = []
-    for j in range(D):
-        acc = gmpy2.mpz(1)
-        col_digits, col_neg = digits[:, :, j], neg[:, j]
-        for k in range(windows - 1, -1, -1):
-            if acc != 1:
-                for _ in range(w):
-                    acc = acc * acc % m
-            row = col_digits[k]
-            for u in np.flatnonzero(row):
-                acc = acc * (inv[u] if col_neg[u] else pos[u])[row[u]] % m
-        out.append(acc)
-    return out
-
-
-class DhParty:
-    """One silo's side of the key exchange: a DH key pair in group 15; `pair_keys` derives the keys shared with a peer
-    from the peer's public value (HKDF-SHA256 over the DH secret, bound to both silo indices and to the key's use)."""
-
-    def __init__(self, index: int):
-        from cryptography.hazmat.primitives.asymmetric import dh
-
-        self.index = index
-        with _ffdh():
-            self._params = dh.DHParameterNumbers(MODP_3072_PRIME, MODP_3072_GENERATOR).parameters()
-            self._private = self._params.generate_private_key()
-        self.public = self._private.public_key().public_numbers().y  # what the server relays
-
-    def pair_keys(self, other: int, other_public: int, uses: Sequence[str] = ("pair",)) -> dict[str, bytes]:
-        """{use: 32-byte key} shared with silo `other`, one HKDF-SHA256 derivation per use from one DH secret, each
-        with its own info label ("dpfl kato2024 <use> key <a>-<b>"), so that keys of different uses are independent.
-        The paper's mode uses one key ("pair") for the pad of R and the pairwise masks; the secure mode "pad" and
-        "mask"."""
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import dh
-        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-        with _ffdh():
-            peer = dh.DHPublicNumbers(other_public, self._params.parameter_numbers()).public_key()
-            secret = self._private.exchange(peer)
-        a, b = sorted((self.index, other))
-        return {use: HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
-                          info=f"dpfl kato2024 {use} key {a}-{b}".encode()).derive(secret) for use in uses}
-
-    def pair_key(self, other: int, other_public: int) -> bytes:
-        """The paper's mode's one key per pair of silos (for the pad of R and the pairwise masks)."""
-        return self.pair_keys(other, other_public)["pair"]
-
-
-@contextlib.contextmanager
-def _ffdh():
-    """`cryptography` warns that finite-field DH is deprecated; the paper's protocol uses it (RFC 3526 group 15)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Diffie-Hellman over finite fields")
-        yield
-
-
-def key_exchange(n_silos: int, rng: np.random.Generator | None = None, times: dict | None = None,
-                 security: Security = PAPER, secret_rng: random.Random | None = None
-                 ) -> tuple[list[dict[int, bytes]], list[bytes], dict]:
-    """Setup steps (1)(a)–(c) of the paper's protocol for `n_silos` silos: the mask keys of every silo ({other: key}),
-    the seed R every silo recovers, and what the server relayed (public values and padded seeds).
-    Paper's mode: silo 0 draws a 32-bit R from `rng` (the run's seeded stream) and pads it with the first 32 bits of
-    the pair key, which also seeds the pairwise masks. Secure mode: R has 256 bits from `secrets` (or `secret_rng`,
-    in a simulation only; `rng` is not used), padded with a "pad" subkey and the masks seeded by a "mask" subkey.
-    The silos' DH key generation is not timed (as in the paper); the exchange (relaying, deriving the pair keys, sending
-    and recovering R) is appended to times["key exchange"] when `times` is given."""
-    import time
-
-    parties = [DhParty(s) for s in range(n_silos)]
-    tick = time.perf_counter()
-    relayed = {"public": {p.index: p.public for p in parties}}
-    uses = ("pad", "mask") if security.secure else ("pair",)
-    derived = [{o: p.pair_keys(o, relayed["public"][o], uses) for o in range(n_silos) if o != p.index}
-               for p in parties]
-    keys = [{o: k[uses[-1]] for o, k in d.items()} for d in derived]  # the pairwise masks' keys
-    pads = [{o: k[uses[0]] for o, k in d.items()} for d in derived]
-    if security.secure:
-        R = security.secret_source(secret_rng).getrandbits(8 * SECURE_SEED_BYTES).to_bytes(SECURE_SEED_BYTES, "big")
-    else:
-        if rng is None:
-            raise ValueError("security: paper draws R from the run's seeded stream: pass `rng`")
-        R = int(rng.integers(0, 2**32)).to_bytes(4, "big")
-
-    def xor(a: bytes, b: bytes) -> bytes:  # R ⊕ K_{0,s} (the key's first len(R) bytes)
-        return bytes(x ^ y for x, y in zip(a, b[: len(a)]))
-
-    relayed["seed"] = {s: xor(R, pads[0][s]) for s in range(1, n_silos)}
-    seeds = [R] + [xor(relayed["seed"][s], pads[s][0]) for s in range(1, n_silos)]
-    if times is not None:
-        times.setdefault("key exchange", []).append(time.perf_counter() - tick)
-    return keys, seeds, relayed
+from dpfl.papers.kato2024.protocol.security import PAPER, Security
+from dpfl.privacy.discrete_gaussian import discrete_gaussians
 
 
 class Server:
@@ -396,7 +196,7 @@ class Silo:
     def blinded_histogram(self, counts: Sequence[int], round_: int) -> list[int]:
         """h_{s,u} = n_{s,u}·r_u + Σ_{s'} ±mask mod n, for every user id (0 records: only masks)."""
         n = self.public.n
-        pair = _pair_sign_masks(self.index, self.pair_keys, f"{round_}/user_hist", len(counts), n)
+        pair = pair_sign_masks(self.index, self.pair_keys, f"{round_}/user_hist", len(counts), n)
         return [(int(c) * r + m) % n for c, r, m in zip(counts, self.masks, pair)]
 
     def weighted_message(self, counts: Sequence[int], clipped: np.ndarray, noise: np.ndarray,
@@ -494,7 +294,7 @@ class Silo:
         ciphertext by a fresh r^n (unless `randomised` already). Without it the sum of plaintexts added here changes
         nothing mod n ((1+n)^p ≡ 1 mod n): the ciphertext mod n would be a function of the updates alone."""
         n, n2 = self.public.n, self.public.nsquare
-        pair = _pair_sign_masks(self.index, self.pair_keys, f"{round_}/update", len(acc), n)
+        pair = pair_sign_masks(self.index, self.pair_keys, f"{round_}/update", len(acc), n)
         plain = [(self.L * z + m) % n for z, m in zip(encode_noise(noise, precision), pair)]
         # adding a plaintext p to a ciphertext: multiply by g^p = 1 + n·p (mod n²)
         out = [a * (1 + n * p) % n2 for a, p in zip(acc, plain)]
@@ -505,36 +305,6 @@ class Silo:
 
 
 # ------------------------------------------------------------------------------------------ one private round
-
-
-def decoding_error_bound(active_users: int, n_silos: int, precision: float = PRECISION) -> float:
-    """(U_a + S)·P/2: how far the decoded aggregate may be from the plaintext sum of the same messages, per
-    coordinate (`check_decoding`)."""
-    return (active_users + n_silos) * precision / 2
-
-
-def check_decoding(decoded: np.ndarray, plaintext: np.ndarray, active_users: int, n_silos: int,
-                   precision: float = PRECISION) -> float:
-    """Raise ProtocolError unless |decoded − plaintext| ≤ (U_a + S)·P/2 in every coordinate; returns the largest
-    difference. `decoded`: the server's result v·P/L (v the decrypted centred integer); `plaintext`:
-    Σ_s (Σ_u w_{s,u}·Δ_{s,u} + z_s), the same messages unencrypted, with w_{s,u} = n_{s,u}/n_u for a user counted
-    this round (sampled, with records somewhere; 0 else) and z_s silo s's noise in the model's units.
-
-    Why this bound, in the encoded domain: v = Σ_s (Σ_u L·w_{s,u}·⌊Δ_{s,u}/P⌉ + L·ζ_s) exactly (L·w_{s,u} is an
-    integer), so v/L − plaintext/P = Σ_u Σ_s w_{s,u}·(⌊Δ_{s,u}/P⌉ − Δ_{s,u}/P) + Σ_s (ζ_s − z_s/P). Each rounding is off
-    by at most 1/2 and a counted user's weights sum to 1 over the silos, so the users contribute at most U_a/2 and
-    the silos' noise S/2 (the paper's mode rounds each silo's float noise once: ζ_s = ⌊z_s/P⌉; the secure mode's
-    noise is an integer already, ζ_s = z_s/P, so there the bound is loose by S/2). Anything larger means the
-    decryption or the decoding went wrong (a wrapped value, a mask that did not cancel, a wrong weight)."""
-    bound = decoding_error_bound(active_users, n_silos, precision)
-    err = np.abs(np.asarray(decoded, dtype=np.float64) - np.asarray(plaintext, dtype=np.float64))
-    worst = float(err.max()) if err.size else 0.0
-    if not worst <= bound:
-        j = int(np.argmax(err))
-        raise ProtocolError(f"coordinate {j} decodes {worst:.3e} away from the plaintext sum, above the bound "
-                            f"(U_a + S)·P/2 = ({active_users} + {n_silos})·{precision:g}/2 = {bound:.3e}: the "
-                            f"decryption or the decoding is wrong; the round stops")
-    return worst
 
 
 def secure_round(theta, fed, fm, hyper, *, noise_std: float, batch: int, gen, server: Server, silos: list[Silo],

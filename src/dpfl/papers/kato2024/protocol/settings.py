@@ -55,7 +55,7 @@ class ProtocolPanel:
     def allocation_name(self, seed: int) -> str:
         """The allocation one seed of the panel reads (the name dpfl.papers.kato2024.protocol.layout.panel_allocation
         gives the layout)."""
-        from dpfl.papers.kato2024.allocation import AllocationInstance
+        from dpfl.papers.kato2024.allocation_instances import AllocationInstance
 
         return AllocationInstance(self.distribution, self.users, self.silos, int(seed)).of_family(self.allocation)
 
