@@ -11,6 +11,7 @@ import pytest
 
 from dpfl import claims
 from dpfl.claims import ClaimSpecError, evaluate, evaluate_claim, select, summarize_check
+from dpfl.config.overlays import scale_reductions
 
 
 def tidy(rows: list[dict]) -> pd.DataFrame:
@@ -1134,7 +1135,7 @@ def test_number_formats():
 
 def test_cause_of_each_verdict():
     fail, ok = {"verdict": "fail"}, {"verdict": "pass"}
-    reduced = claims.scale_reductions({"trials": 20, "reps": 3, "grid": {"num": 10}, "eps": [1, 2]},
+    reduced = scale_reductions({"trials": 20, "reps": 3, "grid": {"num": 10}, "eps": [1, 2]},
                                       {"trials": 3, "reps": 3, "grid": {"num": 2}, "eps": [1, 2], "extra": 1})
     assert reduced == {"trials": [20, 3], "grid.num": [10, 2]}
     kw = {"data_source": "real", "scale": "quick", "reductions": reduced}

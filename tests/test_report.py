@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from dpfl import config, paths
-from dpfl.claims import scale_reductions
+from dpfl.config.overlays import scale_reductions
 from dpfl.stages.claims import run_claims, run_paper_claims
 from dpfl.io import config_hash
 from dpfl.stages.report import build_report, refresh_report

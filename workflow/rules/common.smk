@@ -292,11 +292,11 @@ def table_job(wildcards):
 
 def table_reductions(wildcards):
     """Is this run reduced (below paper scale)? Decided once, here: the settings whose value in this run differs from
-    the paper file's own (dpfl.claims.scale_reductions, in this mode). The table stage records them in the figure's
+    the paper file's own (dpfl.config.overlays.scale_reductions, in this mode). The table stage records them in the figure's
     meta (`reductions`, `reduced_scale`); the plot (the figure's face label) and the claims (cause reduced-scale)
     read them from there. A rule param beside `job`, so that the meta's config hash does not change."""
     figure_def(wildcards)
-    from dpfl.claims import scale_reductions
+    from dpfl.config.overlays import scale_reductions
 
     mode = variant_mode(wildcards)
     return scale_reductions(

@@ -77,8 +77,8 @@ dpfl.codedeps and tests/test_architecture.py read those):
   reasons        the sentence of a check, one builder per kind (REASONS, check_reason)
   claim_reasons  the sentence of a claim (claim_reason) and of a check whose selection found no rows
                  (no_rows_reason)
-  verdicts       a claim's verdict (evaluate_claim, evaluate), why a verdict is not a pass (cause_of,
-                 scale_reductions), and helpers for the report (summarize_check, rounded)
+  verdicts       a claim's verdict (evaluate_claim, evaluate), why a verdict is not a pass (cause_of), and
+                 helpers for the report (summarize_check, rounded)
 This module re-exports their public names (and `_crossing`, which the tests use), so that
 `from dpfl.claims import ...` and `dpfl.claims.<name>` keep working.
 """
@@ -107,7 +107,6 @@ from dpfl.claims.verdicts import (
     evaluate,
     evaluate_claim,
     rounded,
-    scale_reductions,
     summarize_check,
     x_name_of,
 )
@@ -123,5 +122,5 @@ __all__ = [
     # formats, reasons, claim_reasons
     "fmt", "fmt_cfg", "fmt_x", "NOT_OP", "OP_TEXT", "REASONS", "check_reason", "VERB", "claim_reason", "no_rows_reason",
     # verdicts
-    "CAUSES", "cause_of", "evaluate", "evaluate_claim", "rounded", "scale_reductions", "summarize_check", "x_name_of",
+    "CAUSES", "cause_of", "evaluate", "evaluate_claim", "rounded", "summarize_check", "x_name_of",
 ]

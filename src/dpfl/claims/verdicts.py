@@ -1,6 +1,6 @@
 """Verdicts (dpfl.claims): a claim's verdict is the worst of its checks' (evaluate_claim, evaluate); `cause_of`
-names why a verdict is not a pass, where known (a reduced-scale run: scale_reductions); and helpers that show
-checks and numbers in the report (summarize_check, rounded)."""
+names why a verdict is not a pass, where known (a reduced-scale run: dpfl.config.overlays.scale_reductions); and
+helpers that show checks and numbers in the report (summarize_check, rounded)."""
 
 from __future__ import annotations
 
@@ -91,19 +91,6 @@ CAUSES = {
     "reduced-scale": "a reduced-scale run: not the paper-scale result",
     "not-reproduced": "not reproduced: a finding at paper scale on real data",
 }
-
-
-def scale_reductions(paper_params: dict, params: dict, prefix: str = "") -> dict:
-    """Settings whose value in this run differs from the paper's: {"trials": [paper, used], "step_grids.local.num":
-    [...]} (only keys the paper file sets)."""
-    out = {}
-    for key, value in (paper_params or {}).items():
-        used = params.get(key) if isinstance(params, dict) else None
-        if isinstance(value, dict) and isinstance(used, dict):
-            out.update(scale_reductions(value, used, f"{prefix}{key}."))
-        elif used is not None and used != value:
-            out[f"{prefix}{key}"] = [value, used]
-    return out
 
 
 def _reductions_text(scale: str, reductions: dict) -> str:

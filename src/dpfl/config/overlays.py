@@ -216,3 +216,17 @@ def _validate_overlay(overlay: dict, schema_path: Path, source: str):
     if errors:
         lines = "\n".join(f"  - {describe_error(e)}" for e in errors)
         raise ConfigError(f"invalid configuration in {source}:\n{lines}\n(schema: {short_path(schema_path)})")
+
+
+def scale_reductions(paper_params: dict, params: dict, prefix: str = "") -> dict:
+    """Settings whose value in this run differs from the paper's: {"trials": [paper, used], "step_grids.local.num":
+    [...]} (only keys the paper file sets): what a scale file's overlay (or the command line) changed, recorded beside a
+    reduced-scale figure so that its verdicts can say why they are not the paper's."""
+    out = {}
+    for key, value in (paper_params or {}).items():
+        used = params.get(key) if isinstance(params, dict) else None
+        if isinstance(value, dict) and isinstance(used, dict):
+            out.update(scale_reductions(value, used, f"{prefix}{key}."))
+        elif used is not None and used != value:
+            out[f"{prefix}{key}"] = [value, used]
+    return out

@@ -23,9 +23,9 @@ def run_table(paper: str, figure: str, job: dict, csv_path: str, meta_path: str,
     every prepared dataset they used (real or stand-in, where from, checksums). `cell_runs`: per cell table, None
     (all its rows) or the runs whose rows the figure reads there (a run another figure's cell computed,
     dpfl.jobs.cell_sources), by the table's `run` column. `reductions`: the settings of this
-    run that differ from the paper's ({key: [paper, used]}, dpfl.claims.scale_reductions; the workflow decides them,
-    figures.smk's _reductions): the meta records them and `reduced_scale` (any of them), which the plot (the
-    figure's face label) and the claims (cause reduced-scale) read instead of deciding again."""
+    run that differ from the paper's ({key: [paper, used]}, dpfl.config.overlays.scale_reductions; the workflow
+    decides them, figures.smk's _reductions): the meta records them and `reduced_scale` (any of them), which the
+    plot (the figure's face label) and the claims (cause reduced-scale) read instead of deciding again."""
     log = get_logger(log_path, f"{paper}/{figure}:table")
     log.info("mode %s, scale %s; computing with %s", job["mode"], job["scale"], job["function"])
     start = time.perf_counter()
