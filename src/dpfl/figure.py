@@ -158,6 +158,9 @@ class FigureFamily:
     layout: str | None = None  # experiment families: "module:Class" of its FigureLayout
     cell: str | None = None  # experiment families: "module:function" computing one cell
     settings: str | None = None  # experiment families: "module:Class" of the cell's frozen settings (from_job)
+    # the columns of its tables (cell and figure) that hold measured values no rebuild repeats (wall-clock seconds,
+    # a value of freshly drawn keys): left out when two builds are compared (dpfl.record.carry)
+    measured: tuple[str, ...] = ()
 
     def __post_init__(self):
         if (self.kind == "experiment") != (self.layout is not None) or (self.layout is None) != (self.cell is None):

@@ -14,9 +14,9 @@ a run shows that it does not change the figure's numbers:
 must give the same figure table (CSV, byte for byte), the same claims file (byte for byte) and equal cell tables
 (every cell the figure reads, jobs.cell_sources; measured seconds live in timing sidecars, not in tables).
 
-A figure whose numbers are measured wall-clock time (MEASURED_COLUMNS: kato2024's protocol timings) cannot repeat
-them: its tables are compared without those columns, its claims file is not compared (its verdicts rest on the
-times), and the entry keeps the times and verdicts of its paper-scale build.
+A figure whose numbers are measured wall-clock time (its family's `measured` columns, dpfl.figure.FigureFamily:
+kato2024's protocol timings) cannot repeat them: its tables are compared without those columns, its claims file is
+not compared (its verdicts rest on the times), and the entry keeps the times and verdicts of its paper-scale build.
 
 A carried entry keeps everything from its paper-scale build (commit, date, verdicts, run time, versions) and takes
 the new code files; its `carried` list names each change it was carried across (the commit, the files that
@@ -38,17 +38,10 @@ from dpfl.record.state import (
     RecordError, build_checkout, built_meta, changed_files, checkout_state, code_files, code_hash, entry_name, outdated,
     read_json, stale_entries)
 
-# {package of a figure's cell: the columns of its tables that hold measured wall-clock time (or, for the protocol's
-# decryption error, a value of freshly drawn Paillier keys), left out of the comparison}
-MEASURED_COLUMNS = {
-    "dpfl.papers.kato2024.protocol": ("seconds", "per_round", "y", "y_std", "decrypted_rel_err"),
-}
-
-
 def measured_columns(paper: str, figure: str) -> tuple[str, ...]:
-    """The columns of a figure's tables a rebuild of the same code does not repeat (empty: none)."""
-    cell = FIGURES[(paper, figure)].cell or ""
-    return next((cols for package, cols in MEASURED_COLUMNS.items() if cell.startswith(package + ".")), ())
+    """The columns of a figure's tables a rebuild of the same code does not repeat (its family's `measured`: the
+    protocol's wall-clock seconds, and its decryption error, a value of freshly drawn Paillier keys; empty: none)."""
+    return FIGURES[(paper, figure)].family.measured
 
 
 def _digest(path: Path) -> str:

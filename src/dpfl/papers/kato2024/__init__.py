@@ -26,7 +26,8 @@ PROTOCOL = FigureFamily(name="protocol", table="dpfl.papers.kato2024.protocol.ta
                         markdown="dpfl.papers.kato2024.protocol.plot:phase_markdown", kind="experiment",
                         has_compat=True, layout="dpfl.papers.kato2024.protocol.layout:ProtocolLayout",
                         cell="dpfl.papers.kato2024.protocol.cell:run_cell", schema=None,
-                        settings="dpfl.papers.kato2024.protocol.settings:ProtocolSettings")
+                        settings="dpfl.papers.kato2024.protocol.settings:ProtocolSettings",
+                        measured=("seconds", "per_round", "y", "y_std", "decrypted_rel_err"))
 #: Fig 13: the records per user and silo of an allocation (sanity check S-K13)
 RECORDS = FigureFamily(name="records", table="dpfl.papers.kato2024.records.table:table",
                        plot="dpfl.papers.kato2024.records.plot:bars", kind="experiment",
