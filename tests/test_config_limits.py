@@ -258,7 +258,7 @@ def test_kato_distribution_the_dataset_does_not_have(root):
                             "heart_disease; allowed: uniform, zipf")
 
 
-def test_kato_allocation_family_of_another_dataset(root):
+def test_kato_allocation_scheme_of_another_dataset(root):
     msg = refused(root, "kato2024", ["fig9"], [("      dataset: tcga_brca\n      allocation: tcga_brca\n      panels:\n"
                                                 "        - {id: a, users: 200",
                                                 "      dataset: tcga_brca\n      allocation: heart_disease\n"

@@ -281,13 +281,13 @@ def test_kato2024_method_ids_and_hyper_families_are_generated_from_the_method_re
 
     fragments = schema_fragments()
     assert fragments["method-id"]["enum"] == list(BY_ID)
-    assert set(fragments["hyper-family"]["enum"]) == {m.hyper for m in BY_ID.values()}
+    assert set(fragments["hyper-block"]["enum"]) == {m.hyper for m in BY_ID.values()}
     text = (ROOT / "workflow/schemas/papers/kato2024.schema.yaml").read_text()
     assert "uldp_avg_ws]" not in text and "fedavg: {$ref" not in text  # nothing restated by hand
     schema = yaml.safe_load(text)
     params = schema["$defs"]["training_figure"]["properties"]["params"]["properties"]
     assert params["methods"]["items"] == {"$ref": "urn:dpfl:kato2024:method-id"}
-    assert params["hyper"]["propertyNames"] == {"$ref": "urn:dpfl:kato2024:hyper-family"}
+    assert params["hyper"]["propertyNames"] == {"$ref": "urn:dpfl:kato2024:hyper-block"}
 
 
 def _edit(path: Path, old: str, new: str) -> None:

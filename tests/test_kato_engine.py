@@ -587,7 +587,7 @@ def pairs_of(runs, S, U, level):
 def ref_round(method, hyper, runs, S, U, template, kind, theta, *, sigma, batch, seed, q=1.0,
               sgd_gradient="mean"):
     """One round by plain loops over runs, silos and users (spec §4), with the engine's draws replayed."""
-    fam = method.family
+    fam = method.scheme
     level = "silo" if fam in ("default", "naive", "group") else "user"
     Q, lr, eta_g = int(hyper.get("epochs", 0)), float(hyper.get("eta_l", 0.0)), float(hyper["eta_g"])
     C = float(hyper.get("clip") or 0.0)
@@ -666,7 +666,7 @@ def ref_round(method, hyper, runs, S, U, template, kind, theta, *, sigma, batch,
 
 def engine_round(method, hyper, runs, S, U, template, kind, theta, *, sigma, batch, seed, q=1.0,
                  sgd_gradient="mean"):
-    level = "silo" if method.family in ("default", "naive", "group") else "user"
+    level = "silo" if method.scheme in ("default", "naive", "group") else "user"
     fed = Federation.build(runs, S, U, level, batch, "cpu")
     to64(fed.buckets)
     gen = torch.Generator().manual_seed(seed)
@@ -705,14 +705,14 @@ def test_round_matches_plain_loops(mid, hyper, clips, extra, kind):
     want, info = ref_round(method, hyper, runs, S_, U_, template, kind, theta, sigma=sigma, batch=batch, seed=seed,
                            **extra)
     # the engine's pair list and buckets are the documented ones
-    level = "silo" if method.family in ("default", "naive", "group") else "user"
+    level = "silo" if method.scheme in ("default", "naive", "group") else "user"
     pairs = pairs_of(runs, S_, U_, level)
     assert fed.run.tolist() == [p[0] for p in pairs] and fed.silo.tolist() == [p[1] for p in pairs]
     assert fed.user.tolist() == [p[2] for p in pairs]
     assert_layout(fed.buckets, layout(info["counts"], batch, single=level == "silo"))
     # the problem exercises several batches, a ragged last batch, and both sides of the clip
     assert any(n > batch and n % batch for n in info["counts"])
-    if method.family in ("naive", "sgd", "avg"):
+    if method.scheme in ("naive", "sgd", "avg"):
         assert any(info["clipped"]) and not all(info["clipped"]), info["clipped"]
     assert torch.allclose(got, want, atol=TOL, rtol=0), (got - want).abs().max()
     assert not torch.allclose(got, theta, atol=1e-3)
@@ -898,10 +898,10 @@ def test_round_noise_std(mid, want_scale):
     runs = [{"X": X, "y": y, "silo": np.arange(9) % S, "user": np.arange(9) % U}] * R
     method = BY_ID[mid]
     fm = FlatModel(small_linear("bce"), "bce")
-    level = "silo" if method.family == "naive" else "user"
+    level = "silo" if method.scheme == "naive" else "user"
     fed = Federation.build(runs, S, U, level, 4, "cpu")
     to64(fed.buckets)
-    if method.family == "sgd":  # a zero gradient: labels equal to the prediction at θ = 0
+    if method.scheme == "sgd":  # a zero gradient: labels equal to the prediction at θ = 0
         for b in fed.buckets:
             b.X.zero_()
             b.y.fill_(0.5)
@@ -933,7 +933,7 @@ def pre_noise_aggregate(method, run, hyper, S, U):
     theta = fm.initial()[None]
     out = round_rule(method, hyper_for(method, {**hyper, "eta_g": 1.0}), fed, fm, sigma=0.0, batch=16,
                    gen=torch.Generator().manual_seed(0))(theta.clone())
-    return ((theta - out) if method.family == "sgd" else (out - theta))[0] * U * S
+    return ((theta - out) if method.scheme == "sgd" else (out - theta))[0] * U * S
 
 
 def without(run, u):

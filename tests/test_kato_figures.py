@@ -126,7 +126,7 @@ def test_cell_rows_and_privacy_columns(fixture, cell):
         return
     eps = df.sort_values(["seed", "round"]).groupby("seed")["eps"].apply(list)
     assert (np.diff(eps.iloc[0]) > 0).all()  # ε grows every round
-    if method.family != "group":  # user level: the same curve for every seed, from the accountant
+    if method.scheme != "group":  # user level: the same curve for every seed, from the accountant
         q = layout.parse_run(cell)[2] or 1.0
         want, _ = epsilon_curves(method, 3, 5.0, 1e-5, q=q)
         np.testing.assert_allclose(eps.iloc[0], want, rtol=1e-12)

@@ -339,7 +339,7 @@ def test_uldp_round_on_the_cnn_equals_the_per_silo_per_user_loop(mid):
     ref = torch.Generator().manual_seed(11)
     upd = {}
     for pairs, n_pad in lay:
-        if method.family == "sgd":
+        if method.scheme == "sgd":
             upd.update(ref_mean_grads(template, starts, recs, pairs, n_pad, ref))
         else:
             trained = ref_local_sgd(template, starts, recs, pairs, n_pad, epochs=hyper["epochs"], batch=batch,
@@ -358,10 +358,10 @@ def test_uldp_round_on_the_cnn_equals_the_per_silo_per_user_loop(mid):
                 w = 1.0 / S_ if method.weighting == "avg" else counts[p] / n_u[u]
                 total = total + w * clip_ref(upd[p], C)
         scale = hyper["eta_g"] / (U_ * S_)
-        want[r] = theta[r] - scale * total if method.family == "sgd" else theta[r] + scale * total
+        want[r] = theta[r] - scale * total if method.scheme == "sgd" else theta[r] + scale * total
 
     gen = torch.Generator().manual_seed(11)
-    block = hyper if method.family == "avg" else {"eta_g": hyper["eta_g"], "clip": C}  # SGD: no local training
+    block = hyper if method.scheme == "avg" else {"eta_g": hyper["eta_g"], "clip": C}  # SGD: no local training
     got = round_rule(method, block, fed, fm, sigma=sigma, batch=batch, gen=gen)(theta.clone())
     assert torch.equal(torch.rand(3, generator=gen), torch.rand(3, generator=ref))  # the same number of draws
     assert torch.allclose(got - theta, want - theta, atol=TOL, rtol=0), (got - want).abs().max()

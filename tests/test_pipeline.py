@@ -323,7 +323,7 @@ MIRROR = Path(os.environ.get("DPFL_DATA_MIRROR") or ROOT.parent / "shared" / "da
 
 @pytest.mark.skipif(not (MIRROR / "heart_disease").is_dir(), reason="needs the offline heart_disease copy")
 def test_seeded_allocation_instances(tmp_path):
-    """kato2024 allocations are seeded families: one file per instance, built from the YAML entry + the instance
+    """kato2024 allocations are seeded schemes: one file per instance, built from the YAML entry + the instance
     name + the global seed; editing the family's params or the seed reruns it; a malformed name stops the DAG."""
     project = copy_project(tmp_path / "alloc")
     target = "data/allocations/heart_disease/kato2024-heart_disease/zipf-U50-S4-seed0.npz"

@@ -219,7 +219,7 @@ class AllocationKind:
 
     function: str  # "module:function"(arrays, params, log) -> dict of arrays
     datasets: tuple[str, ...]  # the datasets it applies to
-    # seeded families (one file per instance, e.g. "zipf-U1000-S5-seed0"): "module:function"(instance) -> the
+    # seeded schemes (one file per instance, e.g. "zipf-U1000-S5-seed0"): "module:function"(instance) -> the
     # instance's params, named data/allocations/<dataset>/<paper>-<name>/<instance>.npz; None: one fixed file
     instances: str | None = None
 

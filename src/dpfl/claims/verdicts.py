@@ -137,7 +137,7 @@ def cause_of(result: dict, *, data_source: str, scale: str, reductions: dict, mo
     {mode: {items, verdict}}, all of which the text names; with none built or none passing, `not-reproduced` says
     so; before reduced-scale, which would wrongly suggest that the paper scale could),
     `reduced-scale` (this run's settings differ from the paper's: `reductions`; the text adds the `reduced_scale.why`
-    of the checks that decided it, e.g. a scale that cuts one method family's epochs and so its ε), else
+    of the checks that decided it, e.g. a scale that cuts one method scheme's epochs and so its ε), else
     `not-reproduced` (a genuine finding at paper scale on real data)."""
     verdict = result["verdict"]
     if verdict == "pass":

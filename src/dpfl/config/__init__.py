@@ -130,7 +130,7 @@ class ProjectConfig:
 
     def allocation(self, name: str) -> dict:
         """A configured allocation: a paper's `allocations:` entry, named "<paper>-<name>", or one instance of a
-        seeded family, "<paper>-<name>/<instance>" (its params = the entry's + the instance's, with the global seed
+        seeded scheme, "<paper>-<name>/<instance>" (its params = the entry's + the instance's, with the global seed
         and the dataset; e.g. "kato2024-creditcard/zipf-U1000-S5-seed0")."""
         family, _, instance = name.partition("/")
         for paper, cfg in self.papers.items():

@@ -153,7 +153,7 @@ def _scale_overlay(paper: str, part: dict, data: dict, schema_path: Path, scale_
     Per figure, later wins: `all_figures` (every figure), `families.<family>` (every figure of the
     dpfl.figure.FigureFamily named <family>: one reduction serves a new figure of that family) with
     its `datasets.<dataset>` refinement (figures whose params name that dataset), then `figures.<figure>`. A family
-    reduction never adds a block (a mapping: one method family's hyper-parameters, one grid) that a figure lacks, so
+    reduction never adds a block (a mapping: one method scheme's hyper-parameters, one grid) that a figure lacks, so
     that one reduction can name every block of the family; its other settings apply to every figure of the family.
     """
     part = copy.deepcopy(part)

@@ -37,17 +37,17 @@ def _kato_records(v: Variant, dataset: str) -> tuple[int, str]:
     return size.counts["train"], size.origin  # MNIST: train and test pooled, 10,000 (the test count) held out
 
 
-def _kato_allocation(v: Variant, dataset_path: tuple, family_path: tuple) -> dict | None:
-    """The allocation family a figure (or Fig 11 panel) names, which must be a configured one of its dataset (its
-    cells read that family's instances as records of the figure's dataset: dpfl.papers.kato2024.panels)."""
-    dataset, family = _get(v.params, dataset_path[3:]), _get(v.params, family_path[3:])
-    entry = v.paper_cfg.get("allocations", {}).get(family)
+def _kato_allocation(v: Variant, dataset_path: tuple, scheme_path: tuple) -> dict | None:
+    """The allocation scheme a figure (or Fig 11 panel) names, which must be a configured one of its dataset (its
+    cells read that scheme's instances as records of the figure's dataset: dpfl.papers.kato2024.panels)."""
+    dataset, scheme = _get(v.params, dataset_path[3:]), _get(v.params, scheme_path[3:])
+    entry = v.paper_cfg.get("allocations", {}).get(scheme)
     if entry is None:
-        v.problem(family_path, f"{family!r} is not an allocation family of allocations: (configured: "
+        v.problem(scheme_path, f"{scheme!r} is not an allocation scheme of allocations: (configured: "
                                f"{', '.join(v.paper_cfg.get('allocations', {})) or 'none'})")
         return None
     if entry["dataset"] != dataset:
-        v.problem(family_path, f"{family!r} allocates {entry['dataset']} (allocations.{family}.dataset), not "
+        v.problem(scheme_path, f"{scheme!r} allocates {entry['dataset']} (allocations.{scheme}.dataset), not "
                                f"{dataset} ({v.ref(dataset_path)}): its instances index the records of "
                                f"{entry['dataset']} (dpfl.papers.kato2024.panels, allocation)")
         return None
@@ -98,7 +98,7 @@ def _kato_panel(v: Variant, entry: dict, panel: dict, at: tuple) -> None:
 
 def _kato_panels(v: Variant) -> None:
     """The panels of a figure whose panels share the figure's `allocation` (Figs 4-10, 13): distinct ids (one cell
-    each), the family of the figure's dataset, and each panel's instance (`_kato_panel`)."""
+    each), the allocation scheme of the figure's dataset, and each panel's instance (`_kato_panel`)."""
     _distinct(v, v.params["panels"], lambda i: v.p("panels", i, "id"), lambda q: q["id"], "panel")
     entry = _kato_allocation(v, v.p("dataset"), v.p("allocation"))
     if entry is not None:
@@ -109,8 +109,8 @@ def _kato_panels(v: Variant) -> None:
 def _kato_training(v: Variant) -> None:
     """kato2024 Figs 4-10 (dpfl.papers.kato2024.training): the panels and allocations (`_kato_panels`), and
 
-    - every method's hyper block: params.hyper has the block of each listed method's family, which (with a panel's
-      `hyper` override) holds exactly the keys the family uses (training.layout.runs_params reads the block;
+    - every method's hyper block: params.hyper has the block of each listed method's scheme, which (with a panel's
+      `hyper` override) holds exactly the keys the scheme uses (training.layout.runs_params reads the block;
       methods.UldpMethod.hyper_params refuses a missing or unused key when the cell starts);
     - uldp_avg_ws needs sampling_rates (one curve each: training.layout.method_cells), whose values name distinct
       runs ("<panel>-uldp_avg_ws-q<q>")."""
@@ -120,26 +120,26 @@ def _kato_training(v: Variant) -> None:
 
     _kato_panels(v)
     p = v.params
-    families = list(dict.fromkeys(BY_ID[m].hyper for m in p["methods"]))
-    users = {f: [m for m in p["methods"] if BY_ID[m].hyper == f] for f in families}
-    for family in families:
-        names = [f.name for f in fields(HYPER_BLOCKS[family])]
-        if family not in p["hyper"]:
-            v.problem(v.p("hyper"), f"no {family!r} block, which {', '.join(users[family])} in "
+    blocks = list(dict.fromkeys(BY_ID[m].hyper for m in p["methods"]))
+    users = {f: [m for m in p["methods"] if BY_ID[m].hyper == f] for f in blocks}
+    for name in blocks:
+        names = [f.name for f in fields(HYPER_BLOCKS[name])]
+        if name not in p["hyper"]:
+            v.problem(v.p("hyper"), f"no {name!r} block, which {', '.join(users[name])} in "
                                     f"{v.ref(v.p('methods'))} use(s); it needs {', '.join(names)} "
                                     f"(dpfl.papers.kato2024.methods)")
             continue
         for i, panel in enumerate(p["panels"]):  # a panel's block: the figure's with the panel's override
-            override = (panel.get("hyper") or {}).get(family) or {}
-            block = {k: x for k, x in {**p["hyper"][family], **override}.items() if x is not None}
-            at = v.p("panels", i, "hyper", family) if override else v.p("hyper", family)
+            override = (panel.get("hyper") or {}).get(name) or {}
+            block = {k: x for k, x in {**p["hyper"][name], **override}.items() if x is not None}
+            at = v.p("panels", i, "hyper", name) if override else v.p("hyper", name)
             missing = [k for k in names if k not in block]
             if missing:
-                v.problem(at, f"lacks {', '.join(missing)}, which {', '.join(users[family])} need(s): the {family} "
+                v.problem(at, f"lacks {', '.join(missing)}, which {', '.join(users[name])} need(s): the {name} "
                               f"block takes exactly {', '.join(names)} (dpfl.papers.kato2024.methods)")
             for key in sorted(set(block) - set(names)):
-                owner = v.p("panels", i, "hyper", family) if key in override else v.p("hyper", family)
-                v.problem((*owner, key), f"{block[key]!r} is not used by {', '.join(users[family])}: the {family} "
+                owner = v.p("panels", i, "hyper", name) if key in override else v.p("hyper", name)
+                v.problem((*owner, key), f"{block[key]!r} is not used by {', '.join(users[name])}: the {name} "
                                          f"block takes exactly {', '.join(names)} (dpfl.papers.kato2024.methods)")
     sampled = [m for m in p["methods"] if BY_ID[m].sampled]
     if sampled and not p["sampling_rates"]:
@@ -194,7 +194,7 @@ def _kato_protocol(v: Variant) -> None:
 
 def _kato_protocol_figure(v: Variant) -> None:
     """kato2024's protocol family: the protocol's limits (`_kato_protocol`), and for a figure of panels (Fig 11)
-    distinct panel ids (one cell each) and per panel the allocation family of its dataset and its instance
+    distinct panel ids (one cell each) and per panel the allocation scheme of its dataset and its instance
     (`_kato_panel`)."""
     _kato_protocol(v)
     if "panels" not in v.params:  # Fig 12: sweeps of generated data

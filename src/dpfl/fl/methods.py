@@ -36,7 +36,7 @@ class Method:
 
 
 class PrivateMethod(Method, abc.ABC):
-    """A method family with privacy accounting. Its accounting hooks are abstract: a subclass that leaves one out
+    """A method with privacy accounting. Its accounting hooks are abstract: a subclass that leaves one out
     cannot be instantiated, so the registry never holds a private method the privacy tests cannot check.
     A subclass also sets `probe_sizes` (a small, valid setting of `accounting`'s arguments, for those tests) and
     `neighbouring` (what one privacy unit's change is: "replace" one record, or "add_remove" one user)."""

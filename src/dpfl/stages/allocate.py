@@ -27,7 +27,7 @@ def run_allocate(name: str, entry: dict, prepared_path: str, out_path: str, log_
     except ValueError as exc:  # nothing is written: the npz only appears below, atomically
         paper = name.partition("-")[0]
         log.error("allocation %s: nothing written: %s\n(change the allocation's settings in "
-                  "config/papers/%s.yaml: for a seeded family, the `users`, `silos` and `distribution` of the panels "
+                  "config/papers/%s.yaml: for a seeded scheme, the `users`, `silos` and `distribution` of the panels "
                   "that name it)", name, exc, paper)
         raise SystemExit(1) from None
     out["meta"] = np.array(json.dumps({"allocation": name, **entry, "function": function, "dataset_meta": meta}))

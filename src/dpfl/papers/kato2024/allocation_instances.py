@@ -22,7 +22,7 @@ _INSTANCE = re.compile(r"^(?P<distribution>uniform|zipf|zipf-iid|zipf-noniid)-U(
 
 @dataclasses.dataclass(frozen=True)
 class AllocationInstance:
-    """One allocation of a seeded family: its distribution, U, S and the seed index of a run; its name
+    """One allocation of a seeded scheme: its distribution, U, S and the seed index of a run; its name
     "<distribution>-U<U>-S<S>-seed<k>" (e.g. zipf-U1000-S5-seed0) is spelled here only (`name`, `parse`)."""
 
     distribution: str
@@ -34,10 +34,10 @@ class AllocationInstance:
     def name(self) -> str:
         return f"{self.distribution}-U{self.users}-S{self.silos}-seed{self.seed}"
 
-    def of_family(self, family: str) -> str:
-        """The configured allocation this instance is of a paper file's `allocations:` family
-        ("kato2024-<family>/<name>", read by dpfl.config.ProjectConfig.allocation)."""
-        return f"kato2024-{family}/{self.name}"
+    def of_scheme(self, scheme: str) -> str:
+        """The configured allocation this instance is of a paper file's `allocations:` scheme
+        ("kato2024-<scheme>/<name>", read by dpfl.config.ProjectConfig.allocation)."""
+        return f"kato2024-{scheme}/{self.name}"
 
     @classmethod
     def of_panel(cls, panel: dict, seed: int) -> AllocationInstance:

@@ -1,15 +1,15 @@
 """The methods of kato2024 (spec §4, §5): DEFAULT, ULDP-NAIVE, ULDP-GROUP-{max, median, 2, 8}, ULDP-SGD, ULDP-AVG,
-ULDP-AVG-w and ULDP-AVG-ws, each one registered object: label, family (which round rule of
+ULDP-AVG-w and ULDP-AVG-ws, each one registered object: label, scheme (which round rule of
 dpfl.papers.kato2024.training.rules), the key of its hyper-parameters in the YAML with their typed form
 (`hyper_params`), and its accounting.
 
-Privacy unit: one user (all its records in every silo), add/remove. The accounting of every family:
+Privacy unit: one user (all its records in every silo), add/remove. The accounting of every scheme:
 - NAIVE, AVG, AVG-w, SGD: the Gaussian mechanism with multiplier σ once per round (q = 1);
 - AVG-ws: the Poisson-subsampled Gaussian (user rate q) once per round;
 - GROUP-k: record-level DP-SGD in every silo (Poisson rate q_s = 1/⌈N'_s/B⌉, Q·⌈N'_s/B⌉ steps per round),
   composed in parallel over the disjoint silos and converted to groups of k records (dpfl.privacy.group).
 Import-light at module level (the DAG builder reads the registry; the config's schema reads `schema_fragments`, the
-method ids and hyper-parameter families generated from it).
+method ids and hyper-parameter blocks generated from it).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dpfl.fl.methods import Accounting, PrivateMethod, register
 FAMILIES = ("default", "naive", "group", "sgd", "avg")
 
 
-# ---- hyper-parameters (spec §7 table), one typed block per hyper family --------------------------------------
+# ---- hyper-parameters (spec §7 table), one typed block per hyper block --------------------------------------
 
 
 class HyperError(ValueError):
@@ -60,7 +60,7 @@ class SgdHyper:
         return 1
 
 
-#: the typed block of each hyper family (a method's `hyper` key in the YAML)
+#: the typed block of each hyper block (a method's `hyper` key in the YAML)
 HYPER_BLOCKS = {"fedavg": LocalHyper, "naive": PrivateLocalHyper, "group": PrivateLocalHyper, "sgd": SgdHyper,
                 "avg": PrivateLocalHyper}
 _TYPES = {"eta_g": float, "eta_l": float, "epochs": int, "clip": float}
@@ -68,11 +68,11 @@ _TYPES = {"eta_g": float, "eta_l": float, "epochs": int, "clip": float}
 
 @dataclass(frozen=True)
 class UldpMethod(PrivateMethod):
-    """family: default | naive | group | sgd | avg. `weighting` (avg, sgd): avg (1/S) or avg_w (n_su/n_u);
+    """scheme: default | naive | group | sgd | avg. `weighting` (avg, sgd): avg (1/S) or avg_w (n_su/n_u);
     `group` (group): max | median | an integer k; `sampled` (AVG-ws): users sampled with rate q each round.
     `hyper` names the block of per-method hyper-parameters in a figure's params (fedavg, naive, group, sgd, avg)."""
 
-    family: str = "avg"
+    scheme: str = "avg"
     weighting: str | None = None
     group: str | int | None = None
     sampled: bool = False
@@ -89,7 +89,7 @@ class UldpMethod(PrivateMethod):
         per round); the group conversion comes on top (`epsilon_curves`)."""
         from dpfl.privacy.rdp import SampledGaussian
 
-        if self.family == "group":
+        if self.scheme == "group":
             steps_per_epoch = max(1, math.ceil(n_records / batch))
             return Accounting(SampledGaussian("poisson", q=1.0 / steps_per_epoch), rounds * epochs * steps_per_epoch,
                               delta)
@@ -102,10 +102,10 @@ class UldpMethod(PrivateMethod):
         and each term is clipped to C, so C. GROUP: one record's clipped gradient, C. NAIVE: every silo's clipped
         model delta may change from one vector of norm ≤ C to another, so the mean over silos moves by up to 2C
         (the paper takes C; its noise σC is therefore multiplier σ/2 for the true sensitivity)."""
-        return 2 * clip if self.family == "naive" else clip
+        return 2 * clip if self.scheme == "naive" else clip
 
     def paper_sensitivity(self, clip):
-        """The sensitivity the paper calibrates its noise to (C for every private family)."""
+        """The sensitivity the paper calibrates its noise to (C for every private scheme)."""
         return clip
 
     def multiplier_used(self, sigma: float) -> float:
@@ -114,7 +114,7 @@ class UldpMethod(PrivateMethod):
 
     def round_noise_std(self, sigma: float, clip: float) -> float:
         """The std of the Gaussian noise on what a round releases, at the paper's σ: `noise_std` at the multiplier
-        actually used, σ·C for every private family (NAIVE: σ/2 on its sensitivity 2C; GROUP: a DP-SGD step's
+        actually used, σ·C for every private scheme (NAIVE: σ/2 on its sensitivity 2C; GROUP: a DP-SGD step's
         sum of clipped per-example gradients; AVG, SGD: the sum over silos)."""
         return self.noise_std(self.multiplier_used(sigma), clip)
 
@@ -122,7 +122,7 @@ class UldpMethod(PrivateMethod):
 
     def hyper_params(self, block: dict):
         """The typed hyper-parameters (`HYPER_BLOCKS[self.hyper]`) from the validated YAML block
-        `params.hyper.<self.hyper>`: every key the family uses is required (a private family without `clip` would
+        `params.hyper.<self.hyper>`: every key the scheme uses is required (a private scheme without `clip` would
         otherwise train with every update clipped to 0 and no noise) and no other key is accepted."""
         cls = HYPER_BLOCKS[self.hyper]
         names = [f.name for f in fields(cls)]
@@ -140,9 +140,9 @@ class UldpMethod(PrivateMethod):
         return cls(**{k: _TYPES[k](block[k]) for k in names})
 
 
-def _m(mid, label, family, **kw) -> UldpMethod:
-    return UldpMethod(id=mid, label=label, private=family != "default", family=family,
-                      hyper={"default": "fedavg"}.get(family, family), **kw)
+def _m(mid, label, scheme, **kw) -> UldpMethod:
+    return UldpMethod(id=mid, label=label, private=scheme != "default", scheme=scheme,
+                      hyper={"default": "fedavg"}.get(scheme, scheme), **kw)
 
 
 METHODS = (
@@ -181,7 +181,7 @@ def epsilon_curves(method: UldpMethod, rounds: int, sigma: float, delta: float, 
     if not method.private:
         nan = np.full(rounds, np.nan)
         return nan, nan.copy()
-    if method.family == "group":
+    if method.scheme == "group":
         parts = []
         for n in silo_records:  # a silo whose bounding kept no record runs no step: it adds no RDP (spec §4)
             if int(n) == 0:
@@ -205,9 +205,9 @@ def epsilon_curves(method: UldpMethod, rounds: int, sigma: float, delta: float, 
 def schema_fragments() -> dict:
     """Schemas generated from the method registry ($ref'd by workflow/schemas/papers/kato2024.schema.yaml as
     urn:dpfl:kato2024:<name>): a new method is a registry entry and YAML, never a schema edit."""
-    families = sorted({m.hyper for m in BY_ID.values()})
+    blocks = sorted({m.hyper for m in BY_ID.values()})
     return {
         "method-id": {"enum": list(BY_ID), "description": "a method id of dpfl.papers.kato2024.methods"},
-        "hyper-family": {"enum": families, "description": "a method family's hyper-parameter block "
+        "hyper-block": {"enum": blocks, "description": "a method scheme's hyper-parameter block "
                                                           "(dpfl.papers.kato2024.methods: each method's `hyper`)"},
     }

@@ -1,5 +1,5 @@
 """A kato2024 figure's panels (training Figs 4-10, Fig 13): one panel by its id, and the allocation a seed of it
-reads when the figure's panels share one allocation family (the figure's `allocation`). The layouts read the params'
+reads when the figure's panels share one allocation scheme (the figure's `allocation`). The layouts read the params'
 panel dicts when the DAG is built (`panel_of`, `seed_allocation`); a cell reads its own panel once, at its start,
 into a frozen `Panel`, and nothing after that reads the dict."""
 
@@ -12,7 +12,7 @@ from typing import ClassVar
 from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS
 from dpfl.papers.kato2024.allocation_instances import AllocationInstance
 
-#: the distributions of spec §2 each dataset's allocation family supports
+#: the distributions of spec §2 each dataset's allocation scheme supports
 DISTRIBUTIONS = {"creditcard": RECORD_KINDS, "mnist": RECORD_KINDS, "heart_disease": FLAMBY_KINDS,
                  "tcga_brca": FLAMBY_KINDS}
 
@@ -25,8 +25,8 @@ def panel_of(params: dict, panel_id: str) -> dict:
 
 
 def seed_allocation(params: dict, panel: dict, seed: int) -> str:
-    """The allocation of one seed of a panel of a figure whose panels share the figure's `allocation` family."""
-    return AllocationInstance.of_panel(panel, seed).of_family(params["allocation"])
+    """The allocation of one seed of a panel of a figure whose panels share the figure's `allocation` scheme."""
+    return AllocationInstance.of_panel(panel, seed).of_scheme(params["allocation"])
 
 
 def count(where: str, key: str, value) -> int:
@@ -58,7 +58,7 @@ class Panel:
     @classmethod
     def from_params(cls, params: Mapping, cell: str, dataset: str, where: str) -> Panel:
         """The panel `cell` of params.panels: exactly its keys, U and S integers ≥ 1, and a distribution the
-        dataset's allocation family has (`DISTRIBUTIONS`); `where` names the figure family in the messages."""
+        dataset's allocation scheme has (`DISTRIBUTIONS`); `where` names the figure family in the messages."""
         panel, at = panel_of(params, cell), f"{where}: params.panels (id {cell})"
         unknown, missing = sorted(set(panel) - set(cls.KEYS)), sorted(set(cls.KEYS) - set(panel))
         if unknown or missing:
@@ -71,7 +71,7 @@ class Panel:
         return cls(id=panel["id"], users=count(at, "users", panel["users"]), silos=count(at, "silos", panel["silos"]),
                    distribution=panel["distribution"])
 
-    def allocation(self, family: str, seed: int) -> str:
-        """The configured allocation instance one seed of this panel reads, of the figure's allocation `family`
+    def allocation(self, scheme: str, seed: int) -> str:
+        """The configured allocation instance one seed of this panel reads, of the figure's allocation `scheme`
         (the name `seed_allocation` gives the layouts)."""
-        return AllocationInstance(self.distribution, self.users, self.silos, int(seed)).of_family(family)
+        return AllocationInstance(self.distribution, self.users, self.silos, int(seed)).of_scheme(scheme)

@@ -1,7 +1,7 @@
 """The shape of kato2024 Figs 11 and 12 (docs/papers/kato2024.md, 'The private weighting protocol'), what the private
 weighting protocol costs phase by phase, read when the DAG is built (import-light).
 
-Fig 11 (`panels`): Heart and TCGA with their zipf allocations (the training figures' allocation families), one cell
+Fig 11 (`panels`): Heart and TCGA with their zipf allocations (the training figures' allocation schemes), one cell
 per panel, implementation of the silos' encrypted weighting and security level, named "<panel>-<implementation>"
 (the paper's protocol) or "<panel>-<implementation>-secure" (the secure mode). Fig 12 (artificial data, no
 `panels`): one cell per (h, U) of the two sweeps (#params at the default #users, #users at the default h),
@@ -71,10 +71,10 @@ def parse_setting(setting: str) -> tuple[int, int]:
 
 
 def panel_allocation(panel: dict, seed: int) -> str:
-    """The allocation of one seed of a Fig 11 panel (each panel names its own `allocation` family)."""
+    """The allocation of one seed of a Fig 11 panel (each panel names its own `allocation` scheme)."""
     from dpfl.papers.kato2024.allocation_instances import AllocationInstance
 
-    return AllocationInstance.of_panel(panel, seed).of_family(panel["allocation"])
+    return AllocationInstance.of_panel(panel, seed).of_scheme(panel["allocation"])
 
 
 class ProtocolLayout(FigureLayout):

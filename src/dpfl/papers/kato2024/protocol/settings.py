@@ -39,7 +39,7 @@ def _choice(at: str, value, allowed: tuple) -> None:
 
 @dataclass(frozen=True)
 class ProtocolPanel:
-    """A Fig 11 panel: `dataset`'s records in S silos and U users as its allocation family `allocation` arranges
+    """A Fig 11 panel: `dataset`'s records in S silos and U users as its allocation scheme `allocation` arranges
     them (`distribution`), local batches of `batch` records."""
 
     id: str
@@ -57,7 +57,7 @@ class ProtocolPanel:
         gives the layout)."""
         from dpfl.papers.kato2024.allocation_instances import AllocationInstance
 
-        return AllocationInstance(self.distribution, self.users, self.silos, int(seed)).of_family(self.allocation)
+        return AllocationInstance(self.distribution, self.users, self.silos, int(seed)).of_scheme(self.allocation)
 
 
 @dataclass(frozen=True)

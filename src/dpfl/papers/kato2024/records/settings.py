@@ -21,7 +21,7 @@ WHERE = "kato2024 fig13 cell"
 
 @dataclass(frozen=True)
 class RecordsSettings:
-    """One Fig 13 cell: its `panel` of the figure's `dataset`, whose allocation instance of the family `allocation`
+    """One Fig 13 cell: its `panel` of the figure's `dataset`, whose allocation instance of the scheme `allocation`
     at seed k = `seed` it counts."""
 
     dataset: str
@@ -38,7 +38,7 @@ class RecordsSettings:
 
     @classmethod
     def from_params(cls, params: Mapping, cell: str) -> RecordsSettings:
-        """The settings of panel cell `cell`: exactly the figure's keys, a known dataset and allocation family, a
+        """The settings of panel cell `cell`: exactly the figure's keys, a known dataset and allocation scheme, a
         seed ≥ 0 and the panel's own keys (dpfl.papers.kato2024.panels.Panel)."""
         unknown, missing = sorted(set(params) - set(cls.KEYS)), sorted(set(cls.KEYS) - set(params))
         if unknown or missing:

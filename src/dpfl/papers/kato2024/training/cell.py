@@ -1,7 +1,7 @@
 """One kato2024 training cell: one panel, its runs (one per method, ULDP-AVG-ws once per sampling rate) computed one
 after another in one process, every seed of a run batched into one set of runs (spec §7). Reads the prepared dataset
 and the panel's allocation of every seed once; each run trains with the round rule of
-dpfl.papers.kato2024.training.rules (its method family's, chosen once) in the round loop of dpfl.fl.engine on the
+dpfl.papers.kato2024.training.rules (its method scheme's, chosen once) in the round loop of dpfl.fl.engine on the
 configured device, evaluates on the test set after every round and returns one row per (seed, round): utility, test
 loss (mean, and the paper's per-batch sum), ε nominal and certified; the cell's table is its runs' rows in order,
 each marked with its run ("<panel>-<method>[-q<q>]"). `run_cell` reads the job's params once into frozen settings
@@ -140,7 +140,7 @@ def run_method(settings: TrainingSettings, run: RunSettings, data: list[dict], s
     seeds = list(settings.seeds)
     S, U, T, B = panel.silos, panel.users, settings.rounds, settings.batch
     sigma, delta, rate = settings.sigma, settings.delta, run.rate
-    Rule = rules.rule_class(method, impl.sgd_gradient)  # noqa: N806  (the family, chosen once)
+    Rule = rules.rule_class(method, impl.sgd_gradient)  # noqa: N806  (the scheme, chosen once)
 
     runs, group_ks, kept = [], [], []
     for d in data:

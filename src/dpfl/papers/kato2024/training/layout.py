@@ -65,14 +65,14 @@ class TrainingLayout(FigureLayout):
         return self.needs({**params, "panels": [panel_of(params, cell)]})
 
     def cell_params(self, params: dict, paper_settings: dict, cell: str) -> tuple[dict, dict]:
-        """What one panel cell depends on: its panel, the hyper-parameters of its methods' families (with the panel's
+        """What one panel cell depends on: its panel, the hyper-parameter blocks of its methods (with the panel's
         overrides), its methods and sampling rates, and the shared run settings (so editing another panel, or a
-        family none of its methods uses, reruns nothing here)."""
+        block none of its methods uses, reruns nothing here)."""
         return self.runs_params(params, paper_settings, cell, self.cell_runs(params, cell))
 
     def runs_params(self, params: dict, paper_settings: dict, cell: str, runs: list[str]) -> tuple[dict, dict]:
-        """What the panel cell computing only `runs` depends on: the panel, the hyper-parameters of their method
-        families, their methods and sampling rates (only where ULDP-AVG-ws runs), the shared run settings. For one
+        """What the panel cell computing only `runs` depends on: the panel, the hyper-parameter blocks of their
+        methods, their methods and sampling rates (only where ULDP-AVG-ws runs), the shared run settings. For one
         run, the params another figure's run must equal for `reuse_cells` to read it there."""
         shared = ("panels", "hyper", "methods", "sampling_rates", "reuse_cells")
         own = {k: v for k, v in params.items() if k not in shared}
@@ -84,8 +84,8 @@ class TrainingLayout(FigureLayout):
         # a panel may override its methods' hyper-parameters (MNIST: ULDP-AVG's η_g is 10 at U = 100, 100 at U = 10000)
         override = panel.pop("hyper", None) or {}
         own["panels"] = [panel]
-        own["hyper"] = {family: {**params["hyper"][family], **override.get(family, {})}
-                        for family in dict.fromkeys(BY_ID[mid].hyper for mid in methods)}
+        own["hyper"] = {block: {**params["hyper"][block], **override.get(block, {})}
+                        for block in dict.fromkeys(BY_ID[mid].hyper for mid in methods)}
         own["methods"] = methods
         rates = [q for _, _, q in parsed if q is not None]
         if rates:

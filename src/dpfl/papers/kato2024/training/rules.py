@@ -1,12 +1,12 @@
-"""The round rules of kato2024's training figures (spec §4) for every method family, vectorized over runs (seeds),
+"""The round rules of kato2024's training figures (spec §4) for every method scheme, vectorized over runs (seeds),
 silos and users.
 
 They train a `Federation` (dpfl.papers.kato2024.federation) of R runs' *pairs*: (run, silo, user) for the
-user-level families (AVG, AVG-w, AVG-ws, SGD), (run, silo) for the silo-level ones (DEFAULT, NAIVE, GROUP: a silo
+user-level schemes (AVG, AVG-w, AVG-ws, SGD), (run, silo) for the silo-level ones (DEFAULT, NAIVE, GROUP: a silo
 trains on all its records, GROUP on those its bounding flags keep). The global models are one matrix θ (R, D).
-Each method family is one round rule (`FamilyRound`, a dpfl.fl.engine.RoundRule: `SiloRound` DEFAULT,
+Each method scheme is one round rule (`SchemeRound`, a dpfl.fl.engine.RoundRule: `SiloRound` DEFAULT,
 `NaiveRound`, `GroupRound`, `AvgRound`, `SgdRound`), chosen once per cell (`rule_class`), with the typed
-hyper-parameters of its family (dpfl.papers.kato2024.methods.HYPER_BLOCKS) and the method's noise std; a round
+hyper-parameters of its scheme (dpfl.papers.kato2024.methods.HYPER_BLOCKS) and the method's noise std; a round
 draws every shuffle, Poisson sample and noise from one torch Generator. The cells run them in
 dpfl.fl.engine.run_rounds.
 """
@@ -33,9 +33,9 @@ def silo_noise(n_runs: int, n_silos: int, dim: int, std: float, gen: torch.Gener
     return std * z.sum(dim=1)
 
 
-class FamilyRound(RoundRule, abc.ABC):
-    """θ (R, D) -> θ after one round of a method family (spec §4), vectorized over runs, silos and users; every
-    shuffle, Poisson sample and noise drawn from the one torch Generator `gen`. The family is chosen once per cell
+class SchemeRound(RoundRule, abc.ABC):
+    """θ (R, D) -> θ after one round of a method scheme (spec §4), vectorized over runs, silos and users; every
+    shuffle, Poisson sample and noise drawn from the one torch Generator `gen`. The scheme is chosen once per cell
     (`rule_class`); it owns its pair level (`level`: which pairs `Federation.build` makes), its data preparation
     (`prepare`: GROUP's record bounding), its local training and its aggregation. Its noise is the method's:
     `UldpMethod.round_noise_std(σ, C)` on what the round releases (dpfl.papers.kato2024.methods)."""
@@ -52,14 +52,14 @@ class FamilyRound(RoundRule, abc.ABC):
 
     @classmethod
     def prepare(cls, run: dict, method, n_silos: int, n_users: int, group_step: int) -> tuple[dict, int | None]:
-        """One seed's training records as this family trains on them, and its group size k (GROUP) or None."""
+        """One seed's training records as this scheme trains on them, and its group size k (GROUP) or None."""
         return run, None
 
     def __call__(self, theta: torch.Tensor) -> torch.Tensor:
         return self.step(theta, 0)
 
 
-class SiloRound(FamilyRound):
+class SiloRound(SchemeRound):
     """DEFAULT (FedAvg): every silo trains on all its records from θ; θ ← θ + η_g·Σ_s message_s / S, the message
     being the silo's model delta (`message`)."""
 
@@ -114,7 +114,7 @@ class GroupRound(SiloRound):
                       noise_std=self.noise_std, gen=self.gen)
 
 
-class UserRound(FamilyRound):
+class UserRound(SchemeRound):
     """ULDP-AVG(-w, -ws) and ULDP-SGD: every (silo, user) pair's contribution is clipped to C and weighted
     (`method.weighting`: 1/S or n_su/n_u), the silos' sums get N(0, std²/S) each (std = σC on the sum over silos),
     users sampled with rate q each round for -ws; θ moves by η_g/(U·S·q) times the noisy sum (`apply`)."""
@@ -187,15 +187,15 @@ class SgdAuthorsRound(SgdRound):
         return weighted_clipped_sum(d, self.weights[b.pairs], run_of, self.fed.n_runs, self.hyper.clip)
 
 
-#: the round rule of each method family; ULDP-SGD's by its `sgd_gradient` setting (K1)
-FAMILY_ROUNDS = {"default": SiloRound, "naive": NaiveRound, "group": GroupRound, "avg": AvgRound,
+#: the round rule of each method scheme; ULDP-SGD's by its `sgd_gradient` setting (K1)
+SCHEME_ROUNDS = {"default": SiloRound, "naive": NaiveRound, "group": GroupRound, "avg": AvgRound,
                  "sgd": {"mean": SgdRound, "authors": SgdAuthorsRound}}
 
 
-def rule_class(method, sgd_gradient: str = "mean") -> type[FamilyRound]:
-    """The round rule of `method`'s family (chosen once per cell). `sgd_gradient` (ULDP-SGD): mean (the paper) |
+def rule_class(method, sgd_gradient: str = "mean") -> type[SchemeRound]:
+    """The round rule of `method`'s scheme (chosen once per cell). `sgd_gradient` (ULDP-SGD): mean (the paper) |
     authors (K1)."""
-    rule = FAMILY_ROUNDS[method.family]
+    rule = SCHEME_ROUNDS[method.scheme]
     if isinstance(rule, dict):
         if sgd_gradient not in rule:
             raise ValueError(f"kato2024 implementation.sgd_gradient {sgd_gradient!r}; allowed: {', '.join(rule)}")
@@ -204,7 +204,7 @@ def rule_class(method, sgd_gradient: str = "mean") -> type[FamilyRound]:
 
 
 def round_rule(method, hyper, fed: Federation, fm: FlatModel, *, sigma: float, batch: int, gen: torch.Generator,
-               q: float = 1.0, sgd_gradient: str = "mean") -> FamilyRound:
+               q: float = 1.0, sgd_gradient: str = "mean") -> SchemeRound:
     """The round rule of `method` with its typed `hyper` (UldpMethod.hyper_params, or the YAML block as a dict)."""
     if isinstance(hyper, dict):
         hyper = method.hyper_params(hyper)

@@ -1,10 +1,10 @@
 """The settings of one kato2024 training cell (Figs 4-10), read once from its job's params
-(`TrainingSettings.from_params`, at the start of dpfl.papers.kato2024.training.cell.run_cell) into frozen, typed
+(`TrainingSettings.from_job`, at the start of dpfl.papers.kato2024.training.cell.run_cell) into frozen, typed
 objects; nothing below that boundary reads the params dict.
 
 A cell's params are its figure's run settings and its own panel's
 (dpfl.papers.kato2024.training.layout.TrainingLayout.runs_params: the panel, the hyper-parameter blocks of its
-methods' families with the panel's overrides merged in, its methods, the sampling rates where ULDP-AVG-ws runs),
+methods with the panel's overrides merged in, its methods, the sampling rates where ULDP-AVG-ws runs),
 validated by workflow/schemas/papers/kato2024.schema.yaml, whose defaults the config loader fills in: a hand-made
 params dict gives every key. Each value is converted here the way the cell always used it (int, float, the typed
 hyper-parameter block of dpfl.papers.kato2024.methods), so that the runs compute the same numbers.
@@ -69,7 +69,7 @@ class Implementation:
 @dataclass(frozen=True)
 class RunSettings:
     """One run of a panel cell (one curve): `method` at user sampling rate `q` (ULDP-AVG-ws; None: every user
-    every round) with the typed hyper-parameters of its family (`hyper`: η_g, η_l, Q, C as the family uses them,
+    every round) with the typed hyper-parameters of its scheme (`hyper`: η_g, η_l, Q, C as the scheme uses them,
     dpfl.papers.kato2024.methods.HYPER_BLOCKS)."""
 
     method: UldpMethod
@@ -88,7 +88,7 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class TrainingSettings:
-    """One panel cell's settings: its `panel` of the figure's `dataset` (the seeds' allocations of the family
+    """One panel cell's settings: its `panel` of the figure's `dataset` (the seeds' allocations of the scheme
     `allocation`), its `runs` in legend order (`method_cells`: every method, ULDP-AVG-ws once per sampling rate), each
     computed for every one of `seeds` (batched) over T = `rounds` rounds with local batch B = `batch`, noise
     multiplier σ = `sigma` and ε reported at `delta`; `eval_batch` the batch of the paper's per-batch-sum test loss
@@ -122,8 +122,9 @@ class TrainingSettings:
 
     @classmethod
     def from_params(cls, params: Mapping, cell: str) -> TrainingSettings:
-        """The settings of panel cell `cell` from its params (dpfl.jobs.CellJob.params): every key known, the
-        dataset, family, methods and hyper-parameter blocks checked; values converted as the cell always did."""
+        """The settings of panel cell `cell` from its params (dpfl.jobs.CellJob.params): every key known,
+        the dataset, allocation scheme, methods and hyper-parameter blocks checked; values converted as the cell
+        always did."""
         unknown = sorted(set(params) - {*cls.KEYS, *cls.OPTIONAL})
         missing = sorted(set(cls.KEYS) - set(params))
         if unknown or missing:
@@ -169,9 +170,9 @@ def _real(params: Mapping, key: str, low: float, high: float | None, *, open_low
 
 
 def _runs(params: Mapping) -> tuple[RunSettings, ...]:
-    """The cell's runs (`method_cells`), each with its family's typed hyper-parameters: params.methods known,
-    params.sampling_rates given where ULDP-AVG-ws runs, params.hyper holding a block of each method's family (and
-    of no unknown family), each block exactly the keys its family uses (UldpMethod.hyper_params, whose HyperError
+    """The cell's runs (`method_cells`), each with its scheme's typed hyper-parameters: params.methods known,
+    params.sampling_rates given where ULDP-AVG-ws runs, params.hyper holding a block of each method's scheme (and
+    of no unknown scheme), each block exactly the keys its scheme uses (UldpMethod.hyper_params, whose HyperError
     names the method and the key)."""
     methods = params["methods"]
     if isinstance(methods, (str, Mapping)) or not methods:
