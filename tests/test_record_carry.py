@@ -132,3 +132,26 @@ def test_cell_tables_are_compared_without_the_measured_columns(tmp_path):
     pd.DataFrame({"phase": ["local training"], "seconds": [2.0]}).to_parquet(table)
     _, diffs = carry.compare(tmp_path / "a", tmp_path / "b", "kato2024", "fig11", "none", cfg)
     assert diffs == [f"{Path(paths.cell_table('kato2024', source, cell)).relative_to('results')}: differs"]
+
+
+def test_a_checkouts_code_files_follow_its_own_import_graph(tmp_path):
+    """A baseline checkout whose figure imports a module this one does not have (or lacks one this one has) is
+    judged by its own registry and imports, computed by its own dpfl in a child Python: a module added or moved by
+    the change under test is neither looked for where it never was nor missed where it is."""
+    from dpfl.record import state
+
+    other = _clone(tmp_path, "other", edit=False)
+    extra = other / "src/dpfl/papers/asoodeh2021/extra_bound.py"
+    extra.write_text('"""A module only the other checkout has."""\n\nBOUND = 1.0\n')
+    table = other / "src/dpfl/papers/asoodeh2021/table.py"
+    table.write_text("from dpfl.papers.asoodeh2021 import extra_bound  # noqa: F401\n" + table.read_text())
+    name = "src/dpfl/papers/asoodeh2021/extra_bound.py"
+    theirs = state.checkout_stage_files(other)["asoodeh2021/fig2"]
+    assert name in theirs["table"] and name not in state.checkout_stage_files()["asoodeh2021/fig2"]["table"]
+    files = state.code_files("asoodeh2021", "fig2", other)
+    assert name in files and files[name] != "absent"
+    assert name not in state.code_files("asoodeh2021", "fig2")
+    # the checkout's other files hash as its own copies (here identical to this checkout's)
+    assert files["src/dpfl/figure.py"] == state.code_files("asoodeh2021", "fig2")["src/dpfl/figure.py"]
+    with pytest.raises(record.RecordError, match="not a project checkout"):
+        state.checkout_stage_files(tmp_path / "nowhere")

@@ -6,7 +6,8 @@ paper scale takes hours (each entry's run time is on its page). Such a change is
 a run shows that it does not change the figure's numbers:
 
 - a *baseline* build at quick scale from a checkout whose code for the figure is the entry's (every file its stages
-  import hashes as the entry records), and
+  import hashes as the entry records; the files as that checkout's own registry and imports list them,
+  dpfl.record.stage_files, since a refactor adds and moves modules), and
 - a *new* build at quick scale from this checkout's code (the same hashes as this checkout),
 - with the same quick-scale settings (config hash), neither older than its checkout's code (entries.outdated), both
   from clean checkouts,

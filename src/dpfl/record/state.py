@@ -5,8 +5,12 @@ dpfl.record.entries; carrying them across a code change, dpfl.record.carry."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from dpfl import codedeps, jobs, paths
@@ -39,12 +43,38 @@ def same_checkout(root: Path) -> None:
                       f"first and its code hashes from the second. Either {there}{here_too}")
 
 
+@functools.cache
+def checkout_stage_files(checkout: Path | None = None) -> dict[str, dict[str, list[str]]]:
+    """{"<paper>/<figure>": {stage: [source files]}} as `checkout`'s own registry and import graph give them
+    (dpfl.record.stage_files; default: this package's checkout, computed here). Another checkout's answer comes
+    from a child Python that imports that checkout's dpfl, and is refused unless it did."""
+    from dpfl.record import stage_files
+
+    home = codedeps.SRC.parent.resolve()
+    root = home if checkout is None else Path(checkout).resolve()
+    if root == home:
+        return stage_files.registry_stage_files()["figures"]
+    if not (root / "src" / "dpfl" / "papers").is_dir():
+        raise RecordError(f"{root}: not a project checkout (no src/dpfl/papers), so its code files are unknown")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, stage_files.__file__], cwd=root, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RecordError(f"{root}: its code could not list its figures' code files: "
+                          f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
+    answer = json.loads(done.stdout)
+    if Path(answer["root"]).resolve() != root / "src":
+        raise RecordError(f"{root}: the child Python imported dpfl from {answer['root']}, not from {root / 'src'}")
+    return answer["figures"]
+
+
 def code_files(paper: str, figure: str, checkout: Path | None = None) -> dict[str, str]:
-    """{source file: sha256[:12]} of every file the figure's stages import (cell, table, plot, claims), read from
-    `checkout` (default: this package's own checkout); a file that checkout lacks hashes as "absent"."""
-    fdef = FIGURES[(paper, figure)]
-    stages = ("cell", "table", "plot", "claims") if fdef.kind == "experiment" else ("table", "plot", "claims")
-    files = sorted({f for stage in stages for f in codedeps.stage_code(fdef, stage)})
+    """{source file: sha256[:12]} of every file the figure's stages import (cell, table, plot, claims), as
+    `checkout`'s own code lists them (checkout_stage_files; default: this package's own checkout) and read from
+    it; a file that checkout lacks hashes as "absent"."""
+    stages = checkout_stage_files(checkout).get(f"{paper}/{figure}")
+    if stages is None:
+        raise RecordError(f"{checkout or codedeps.SRC.parent}: its code registers no figure {paper}/{figure}")
+    files = sorted({f for stage_files in stages.values() for f in stage_files})
     root = checkout or codedeps.SRC.parent
     return {f: hashlib.sha256((root / f).read_bytes()).hexdigest()[:12] if (root / f).is_file() else "absent"
             for f in files}
@@ -111,16 +141,16 @@ def outdated(results: Path, paper: str, figure: str, mode: str, checkout: Path) 
     (empty: current), by Snakemake's own rule (an output older than an input reruns): the table's meta against the
     cell and table stages' code, the image against the plot's, claims.json against the claims'. Recording such a
     figure would stamp a build of older code with the checkout's current commit and code hashes."""
-    fdef = FIGURES[(paper, figure)]
+    code = checkout_stage_files(checkout)[f"{paper}/{figure}"]  # that checkout's own stages' files
     made = figure_paths(results, paper, figure, mode)
-    stages = {"table": (made["meta"], ("cell", "table") if fdef.kind == "experiment" else ("table",)),
-              "plot": (made["png"], ("plot",)), "claims": (made["claims"], ("claims",))}
+    stages = {"table": (made["meta"], ("cell", "table")), "plot": (made["png"], ("plot",)),
+              "claims": (made["claims"], ("claims",))}
     out = []
     for output, code_stages in stages.values():
         if not output.is_file():
             continue
         built = output.stat().st_mtime
-        newer = sorted({f for stage in code_stages for f in codedeps.stage_code(fdef, stage)
+        newer = sorted({f for stage in code_stages for f in code.get(stage, ())
                         if (checkout / f).is_file() and (checkout / f).stat().st_mtime > built})
         if newer:
             out.append(f"{output.relative_to(results)} is older than {', '.join(newer[:3])}"
