@@ -18,9 +18,6 @@ import sys
 def registry_stage_files() -> dict:
     """{"root": the src/ directory of the dpfl imported, "figures": {"<paper>/<figure>": {stage: [files]}}}: an
     experiment figure's cell, table, plot and claims stages, an analytic one's table, plot and claims."""
-    from pathlib import Path
-
-    import dpfl
     from dpfl import codedeps
     from dpfl.papers import FIGURES
 
@@ -28,7 +25,7 @@ def registry_stage_files() -> dict:
     for (paper, figure), fdef in sorted(FIGURES.items()):
         stages = ("cell", "table", "plot", "claims") if fdef.kind == "experiment" else ("table", "plot", "claims")
         figures[f"{paper}/{figure}"] = {stage: list(codedeps.stage_code(fdef, stage)) for stage in stages}
-    return {"root": str(Path(dpfl.__file__).resolve().parents[1]), "figures": figures}
+    return {"root": str(codedeps.SRC.resolve()), "figures": figures}
 
 
 if __name__ == "__main__":
