@@ -36,7 +36,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 TOP = "dpfl"
 
 LAYERS = [
-    {"io", "provenance", "paths", "seeds", "tidy", "codedeps", "figure", "joblog"},  # ground floor: no dpfl imports
+    # ground floor: no dpfl imports
+    {"io", "provenance", "paths", "seeds", "tidy", "codedeps", "figure", "cell_settings", "joblog"},
     {"privacy", "models", "data", "plotting", "claims"},  # building blocks
     {"fl"},  # the round engine
     {"papers"},  # one package per paper

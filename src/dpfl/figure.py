@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 class FigureLayout(ABC):
@@ -112,11 +113,12 @@ class RunTiming:
     full_rounds: int | None = None  # T of the full run where its data sets it (bietti2022's epochs): a benchmark's
     # reduced run projects to it
 
+    #: the fields that hold seconds (the sidecar's keys; never a column of a cell's table)
+    SECONDS: ClassVar[tuple[str, ...]] = ("seconds_per_round", "seconds_per_trial", "seconds_per_evaluation")
+
     def measured(self) -> dict[str, float]:
         """The seconds it holds, by name (what the sidecar keeps)."""
-        return {k: float(v) for k, v in (("seconds_per_round", self.seconds_per_round),
-                                         ("seconds_per_trial", self.seconds_per_trial),
-                                         ("seconds_per_evaluation", self.seconds_per_evaluation)) if v is not None}
+        return {k: float(getattr(self, k)) for k in self.SECONDS if getattr(self, k) is not None}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dpfl.figure import CellResult, RunTiming
 from dpfl.papers import FIGURES
 
 #: wall-clock measurements (dpfl.figure.RunTiming), never columns of a cell's table: a table holding one is refused
-TIMING_COLUMNS = ("seconds_per_round", "seconds_per_evaluation", "seconds_per_trial", "rounds_from_epochs")
+TIMING_COLUMNS = (*RunTiming.SECONDS, "rounds_from_epochs")
 
 
 def run_cell(job: CellJob, inputs: dict, out_path: str, log_path: str | None, threads: int = 1) -> None:
@@ -69,6 +69,5 @@ def cell_timing(result: CellResult) -> dict:
         return values(result.timing, df)
     parts = {run: d for run, d in df.groupby("run", sort=False)} if "run" in df else {}
     runs = {str(run): values(t, parts.get(run, df.iloc[:0])) for run, t in result.timing.items()}
-    keys = [k for k in ("seconds_per_round", "seconds_per_trial", "seconds_per_evaluation")
-            if runs and all(k in r for r in runs.values())]
+    keys = [k for k in RunTiming.SECONDS if runs and all(k in r for r in runs.values())]
     return {**{k: sum(r[k] for r in runs.values()) for k in keys}, "rounds": values(None, df)["rounds"], "runs": runs}

@@ -16,9 +16,10 @@ its own run with its own data and noise streams, named by (seed, η, a): one con
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from dpfl.cell_settings import Switches
 from dpfl.papers.bietti2022.layout import level
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Implementation:
+class Implementation(Switches):
     """params.implementation (spec §8): where the authors' published code differs from the paper. Each key's first
     allowed value (`CHOICES`) is the paper's algorithm, the schema's default; `compat: authors-code` sets the second,
     the published code's."""
@@ -37,27 +38,12 @@ class Implementation:
     end_point: str  # B4 last_round | last_multiple: the end of training is the last multiple of eval_every
     rng: str  # B5 per_seed | per_run: every run (config) its own data order and noise, no common random numbers
 
+    PAPER: ClassVar[str] = "bietti2022"
     #: per key, its allowed values: the paper's (the schema's default), then the published code's
     CHOICES: ClassVar[dict[str, tuple[str, str]]] = {
         "sampling": ("poisson", "shuffle"), "cnn_local_step": ("eta_theta", "times_users"),
         "excess_risk": ("coordinate_sum", "coordinate_mean"), "end_point": ("last_round", "last_multiple"),
         "rng": ("per_seed", "per_run")}
-
-    @classmethod
-    def from_params(cls, params: Mapping) -> Implementation:
-        """params.implementation with every key given (the config loader fills the schema's defaults; a hand-made
-        params dict must give them all) and each value one of its key's `CHOICES`."""
-        impl = params["implementation"]
-        keys = [f.name for f in fields(cls)]
-        unknown, missing = sorted(set(impl) - set(keys)), sorted(set(keys) - set(impl))
-        if unknown or missing:
-            raise ValueError(f"bietti2022: params.implementation: unknown key(s) {unknown}, missing key(s) {missing}; "
-                             f"expected exactly {keys}")
-        for key in keys:
-            if impl[key] not in cls.CHOICES[key]:
-                raise ValueError(f"bietti2022: params.implementation.{key}: {impl[key]!r}; allowed: "
-                                 f"{', '.join(cls.CHOICES[key])}")
-        return cls(**{key: impl[key] for key in keys})
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from dpfl.cell_settings import count, exact_keys
 from dpfl.papers.kato2024.allocation import FLAMBY_KINDS, RECORD_KINDS
 from dpfl.papers.kato2024.allocation_instances import AllocationInstance
 
@@ -27,18 +28,6 @@ def panel_of(params: dict, panel_id: str) -> dict:
 def seed_allocation(params: dict, panel: dict, seed: int) -> str:
     """The allocation of one seed of a panel of a figure whose panels share the figure's `allocation` scheme."""
     return AllocationInstance.of_panel(panel, seed).of_scheme(params["allocation"])
-
-
-def count(where: str, key: str, value) -> int:
-    """A setting that counts something (≥ 1), as the cells have always read it (`int`), or a ValueError naming the
-    key: a typo in a hand-made params dict stops the cell at its start, not halfway through its runs."""
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = None
-    if n is None or isinstance(value, bool) or n != value or n < 1:
-        raise ValueError(f"{where}.{key}: {value!r}; expected an integer ≥ 1")
-    return n
 
 
 @dataclass(frozen=True)
@@ -60,10 +49,7 @@ class Panel:
         """The panel `cell` of params.panels: exactly its keys, U and S integers ≥ 1, and a distribution the
         dataset's allocation scheme has (`DISTRIBUTIONS`); `where` names the figure family in the messages."""
         panel, at = panel_of(params, cell), f"{where}: params.panels (id {cell})"
-        unknown, missing = sorted(set(panel) - set(cls.KEYS)), sorted(set(cls.KEYS) - set(panel))
-        if unknown or missing:
-            raise ValueError(f"{at}: unknown key(s) {unknown}, missing key(s) {missing}; expected exactly "
-                             f"{list(cls.KEYS)}")
+        exact_keys(at, panel, cls.KEYS)
         allowed = DISTRIBUTIONS[dataset]
         if panel["distribution"] not in allowed:
             raise ValueError(f"{at}.distribution: {panel['distribution']!r} is not allowed for {dataset}; allowed: "

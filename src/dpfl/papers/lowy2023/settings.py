@@ -20,6 +20,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from dpfl.cell_settings import Switches
+
 #: the experiments (data, model and metric: dpfl.papers.lowy2023.cell.EXPERIMENTS)
 EXPERIMENTS = ("mnist", "insurance", "obesity")
 #: the methods (the registry's ids, dpfl.papers.lowy2023.methods, also the schema's `step_grids` keys) and each
@@ -46,7 +48,7 @@ def _choice(where: str, value, allowed: tuple, more: str = "") -> None:
 
 
 @dataclass(frozen=True)
-class Implementation:
+class Implementation(Switches):
     """params.implementation (spec §9): where the authors' published code differs from the paper (Q2-Q12). Each key's
     first allowed value (`CHOICES`) is the paper's algorithm, the schema's default; `compat: authors-code` sets the
     published code's (per figure: config/papers/lowy2023.yaml `authors_code`)."""
@@ -64,6 +66,7 @@ class Implementation:
     local_noise_n: str  # Q8 silo | share: the n of noisy Local SGD's noise formula is ⌈n_total/N⌉
     clamp_error_bars: bool  # Q12 false | true: error-rate percentiles clamped to [0, 1]
 
+    PAPER: ClassVar[str] = "lowy2023"
     #: per key, its allowed values: the paper's (the schema's default) first; `lipschitz` may also be a number > 0
     CHOICES: ClassVar[dict[str, tuple]] = {
         "server": ("mean", "sum"), "batch_sampling": ("without_replacement", "with_replacement"),
@@ -72,11 +75,6 @@ class Implementation:
         "class_silo_sampling": ("without_replacement", "with_replacement"), "lipschitz": ("data", "data_silo1"),
         "clip_at_lipschitz": (True, False), "upsilon_bootstrap": (False, True), "local_noise_n": ("silo", "share"),
         "clamp_error_bars": (False, True)}
-
-    @classmethod
-    def paper(cls) -> Implementation:
-        """The paper's algorithm: every key's first allowed value (the schema's defaults)."""
-        return cls(**{key: allowed[0] for key, allowed in cls.CHOICES.items()})
 
     @classmethod
     def from_params(cls, params: Mapping) -> Implementation:

@@ -72,14 +72,13 @@ def artificial_run(data: ArtificialData, silos: int, record_bound: int, users: i
     user = rng.integers(0, users, m * S)
     # the protocol needs n_u ≤ N̄ (L = lcm(1..N̄) must cancel n_u): a user above it keeps a uniform random N̄ of its
     # records (at 10 users × 30,000 records a user would hold ≈ 3,000 > N̄ = 2,000)
-    bound = record_bound
     order = rng.permutation(len(user))
     rank = np.empty(len(user), np.int64)
     sorted_users = user[order]
     first = np.searchsorted(np.sort(sorted_users, kind="stable"), sorted_users, side="left")
     by_user = np.argsort(sorted_users, kind="stable")
     rank[order[by_user]] = np.arange(len(user)) - first[by_user]
-    keep = rank < bound
+    keep = rank < record_bound
     return {"X": X[keep].astype(np.float32), "y": y[keep].astype(np.int64), "silo": np.repeat(np.arange(S), m)[keep],
             "user": user[keep], "dropped": int((~keep).sum())}
 
@@ -93,10 +92,9 @@ def protocol_parties(security: Security, key_bits: int, record_bound: int, S: in
     from dpfl.papers.kato2024.protocol.keys import key_exchange
     from dpfl.papers.kato2024.protocol.secure import Server, Silo
 
-    bound = record_bound
-    server = Server(S, bits=key_bits, record_bound=bound, security=security)
+    server = Server(S, bits=key_bits, record_bound=record_bound, security=security)
     keys, shared, _ = key_exchange(S, None if security.secure else rng, times, security)
-    silos = [Silo(s, server.public, keys[s], user_masks(shared[s], U, server.public.n), record_bound=bound,
+    silos = [Silo(s, server.public, keys[s], user_masks(shared[s], U, server.public.n), record_bound=record_bound,
                   security=security) for s in range(S)]
     return server, silos
 

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from dpfl.papers.kato2024.panels import count
+from dpfl.cell_settings import count, exact_keys, one_of
+from dpfl.papers.kato2024.panels import DISTRIBUTIONS, Panel
 from dpfl.papers.kato2024.protocol.layout import IMPLEMENTATIONS
 from dpfl.papers.kato2024.protocol.security import Security
 
@@ -24,30 +25,14 @@ WHERE = "kato2024 protocol cell"
 OPTIMIZERS = ("sgd", "adam")
 
 
-def _exact_keys(at: str, given: Mapping, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
-    unknown = sorted(set(given) - {*keys, *optional})
-    missing = sorted(set(keys) - set(given))
-    if unknown or missing:
-        raise ValueError(f"{at}: unknown key(s) {unknown}, missing key(s) {missing}; expected {list(keys)}"
-                         + (f" (and optionally {list(optional)})" if optional else ""))
-
-
-def _choice(at: str, value, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{at}: {value!r}; allowed: {', '.join(map(str, allowed))}")
-
-
 @dataclass(frozen=True)
-class ProtocolPanel:
-    """A Fig 11 panel: `dataset`'s records in S silos and U users as its allocation scheme `allocation` arranges
-    them (`distribution`), local batches of `batch` records."""
+class ProtocolPanel(Panel):
+    """A Fig 11 panel (a dpfl.papers.kato2024.panels.Panel): `dataset`'s records in S silos and U users as its
+    allocation scheme `scheme` (the params' `allocation`) arranges them (`distribution`), local batches of `batch`
+    records."""
 
-    id: str
     dataset: str
-    allocation: str
-    users: int
-    silos: int
-    distribution: str
+    scheme: str
     batch: int
 
     KEYS: ClassVar[tuple[str, ...]] = ("id", "dataset", "allocation", "users", "distribution", "silos", "batch")
@@ -55,9 +40,7 @@ class ProtocolPanel:
     def allocation_name(self, seed: int) -> str:
         """The allocation one seed of the panel reads (the name dpfl.papers.kato2024.protocol.layout.panel_allocation
         gives the layout)."""
-        from dpfl.papers.kato2024.allocation_instances import AllocationInstance
-
-        return AllocationInstance(self.distribution, self.users, self.silos, int(seed)).of_scheme(self.allocation)
+        return self.allocation(self.scheme, seed)
 
 
 @dataclass(frozen=True)
@@ -114,9 +97,9 @@ class ProtocolSettings:
 
         fig11 = "panel" in params
         own = cls.FIG11 if fig11 else cls.FIG12
-        _exact_keys(f"{WHERE} params", params, (*cls.KEYS, *own), () if fig11 else cls.IGNORED)
-        _choice(f"{WHERE}: params.implementation", params["implementation"], IMPLEMENTATIONS)
-        _choice(f"{WHERE}: params.optimizer", params["optimizer"], OPTIMIZERS)
+        exact_keys(f"{WHERE} params", params, (*cls.KEYS, *own), () if fig11 else cls.IGNORED)
+        one_of(f"{WHERE}: params.implementation", params["implementation"], IMPLEMENTATIONS)
+        one_of(f"{WHERE}: params.optimizer", params["optimizer"], OPTIMIZERS)
         security = Security(params["security"], bool(params["simulation"]))
         bits = count(WHERE, "key_bits", params["key_bits"])
         security.check_key_bits(bits)
@@ -129,13 +112,16 @@ class ProtocolSettings:
                       optimizer=params["optimizer"], implementation=params["implementation"], security=security)
         if fig11:
             given, at = params["panel"], f"{WHERE}: params.panel"
-            _exact_keys(at, given, ProtocolPanel.KEYS)
-            panel = ProtocolPanel(id=given["id"], dataset=given["dataset"], allocation=given["allocation"],
-                                  users=count(at, "users", given["users"]), silos=count(at, "silos", given["silos"]),
-                                  distribution=given["distribution"], batch=count(at, "batch", given["batch"]))
+            exact_keys(at, given, ProtocolPanel.KEYS)
+            one_of(f"{at}.dataset", given["dataset"], tuple(DISTRIBUTIONS))
+            one_of(f"{at}.distribution", given["distribution"], DISTRIBUTIONS[given["dataset"]])
+            panel = ProtocolPanel(id=given["id"], users=count(at, "users", given["users"]),
+                                  silos=count(at, "silos", given["silos"]), distribution=given["distribution"],
+                                  dataset=given["dataset"], scheme=given["allocation"],
+                                  batch=count(at, "batch", given["batch"]))
             return cls(**shared, silos=panel.silos, users=panel.users, batch=panel.batch, panel=panel)
         d, at = params["data"], f"{WHERE}: params.data"
-        _exact_keys(at, d, ("features", "classes", "records_per_silo"))
+        exact_keys(at, d, ("features", "classes", "records_per_silo"))
         data = ArtificialData(features=count(at, "features", d["features"]), classes=count(at, "classes", d["classes"]),
                               records_per_silo=count(at, "records_per_silo", d["records_per_silo"]))
         return cls(**shared, silos=count(WHERE, "silos", params["silos"]), users=count(WHERE, "users", params["users"]),

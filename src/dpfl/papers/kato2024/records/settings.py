@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from numbers import Integral
 from typing import ClassVar
 
+from dpfl.cell_settings import exact_keys, one_of
 from dpfl.papers.kato2024.panels import DISTRIBUTIONS, Panel
 
 WHERE = "kato2024 fig13 cell"
@@ -40,13 +41,9 @@ class RecordsSettings:
     def from_params(cls, params: Mapping, cell: str) -> RecordsSettings:
         """The settings of panel cell `cell`: exactly the figure's keys, a known dataset and allocation scheme, a
         seed ≥ 0 and the panel's own keys (dpfl.papers.kato2024.panels.Panel)."""
-        unknown, missing = sorted(set(params) - set(cls.KEYS)), sorted(set(cls.KEYS) - set(params))
-        if unknown or missing:
-            raise ValueError(f"{WHERE} params: unknown key(s) {unknown}, missing key(s) {missing}; expected exactly "
-                             f"{list(cls.KEYS)}")
+        exact_keys(f"{WHERE} params", params, cls.KEYS)
         for key in ("dataset", "allocation"):
-            if params[key] not in DISTRIBUTIONS:
-                raise ValueError(f"{WHERE}: params.{key}: {params[key]!r}; allowed: {', '.join(DISTRIBUTIONS)}")
+            one_of(f"{WHERE}: params.{key}", params[key], tuple(DISTRIBUTIONS))
         seed = params["seed"]
         if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
             raise ValueError(f"{WHERE}: params.seed: {seed!r}; expected an integer ≥ 0")

@@ -24,8 +24,9 @@ from dataclasses import dataclass, fields
 from numbers import Integral, Real
 from typing import ClassVar
 
+from dpfl.cell_settings import Switches, count, exact_keys, one_of
 from dpfl.papers.kato2024.methods import BY_ID, HYPER_BLOCKS, LocalHyper, SgdHyper, UldpMethod
-from dpfl.papers.kato2024.panels import DISTRIBUTIONS, Panel, count
+from dpfl.papers.kato2024.panels import DISTRIBUTIONS, Panel
 from dpfl.papers.kato2024.training.layout import method_cells, run_id
 
 WHERE = "kato2024 training cell"
@@ -33,7 +34,7 @@ PARAMS = f"{WHERE}: params"  # where a top-level key is, in the messages
 
 
 @dataclass(frozen=True)
-class Implementation:
+class Implementation(Switches):
     """params.implementation: where the authors' published code differs from the paper. Each key's first allowed
     value (`CHOICES`) is the paper's, the schema's default; `compat: authors-code` sets the second, the code's."""
 
@@ -43,27 +44,12 @@ class Implementation:
     group_conversion: str  # K6 rdp | normal: the (ε, δ) group conversion, k capped at 62, every 5th round
     group_parallel: str  # K5 rdp | epsilon: the max of the silos' ε instead of the per-order max of their RDP
 
+    PAPER: ClassVar[str] = "kato2024"
     #: per key, its allowed values: the paper's (the schema's default), then the published code's
     CHOICES: ClassVar[dict[str, tuple[str, str]]] = {
         "sgd_gradient": ("mean", "authors"), "test_loss": ("mean", "batch_sum"),
         "group_orders": ("mironov", "authors"), "group_conversion": ("rdp", "normal"),
         "group_parallel": ("rdp", "epsilon")}
-
-    @classmethod
-    def from_params(cls, params: Mapping) -> Implementation:
-        """params.implementation with every key given (the config loader fills the schema's defaults; a hand-made
-        params dict must give them all) and each value one of its key's `CHOICES`."""
-        impl = params["implementation"]
-        keys = [f.name for f in fields(cls)]
-        unknown, missing = sorted(set(impl) - set(keys)), sorted(set(keys) - set(impl))
-        if unknown or missing:
-            raise ValueError(f"kato2024: params.implementation: unknown key(s) {unknown}, missing key(s) {missing}; "
-                             f"expected exactly {keys}")
-        for key in keys:
-            if impl[key] not in cls.CHOICES[key]:
-                raise ValueError(f"kato2024: params.implementation.{key}: {impl[key]!r}; allowed: "
-                                 f"{', '.join(cls.CHOICES[key])}")
-        return cls(**{key: impl[key] for key in keys})
 
 
 @dataclass(frozen=True)
@@ -125,14 +111,9 @@ class TrainingSettings:
         """The settings of panel cell `cell` from its params (dpfl.jobs.CellJob.params): every key known,
         the dataset, allocation scheme, methods and hyper-parameter blocks checked; values converted as the cell
         always did."""
-        unknown = sorted(set(params) - {*cls.KEYS, *cls.OPTIONAL})
-        missing = sorted(set(cls.KEYS) - set(params))
-        if unknown or missing:
-            raise ValueError(f"{WHERE} params: unknown key(s) {unknown}, missing key(s) {missing}; expected "
-                             f"{list(cls.KEYS)} (and {list(cls.OPTIONAL)} where ULDP-AVG-ws runs)")
+        exact_keys(f"{WHERE} params", params, cls.KEYS, cls.OPTIONAL)  # OPTIONAL: where ULDP-AVG-ws runs
         for key in ("dataset", "allocation"):
-            if params[key] not in DISTRIBUTIONS:
-                raise ValueError(f"{WHERE}: params.{key}: {params[key]!r}; allowed: {', '.join(DISTRIBUTIONS)}")
+            one_of(f"{WHERE}: params.{key}", params[key], tuple(DISTRIBUTIONS))
         dataset = params["dataset"]
         seeds = params["seeds"]
         if isinstance(seeds, (str, Mapping)) or not seeds:
