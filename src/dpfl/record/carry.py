@@ -39,6 +39,7 @@ from dpfl.record.state import (
     RecordError, build_checkout, built_meta, changed_files, checkout_state, code_files, code_hash, entry_name, outdated,
     read_json, stale_entries)
 
+
 def measured_columns(paper: str, figure: str) -> tuple[str, ...]:
     """The columns of a figure's tables a rebuild of the same code does not repeat (its family's `measured`: the
     protocol's wall-clock seconds, and its decryption error, a value of freshly drawn Paillier keys; empty: none)."""
